@@ -1,0 +1,43 @@
+# Compiler flags and small helpers shared by every target.
+# tkv_library(NAME SOURCES ... DEPS ...) makes one layer target;
+# tkv_test(NAME SOURCES ... DEPS ... LABELS ...) one ctest entry.
+add_library(tkv_flags INTERFACE)
+target_compile_options(tkv_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TKV_WERROR}>>:-Werror>)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  target_compile_options(tkv_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=${TKV_MARCH}>)
+endif()
+if(TKV_SANITIZE)
+  target_compile_options(tkv_flags INTERFACE -fsanitize=${TKV_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(tkv_flags INTERFACE -fsanitize=${TKV_SANITIZE})
+endif()
+if(TKV_CUDA)
+  target_compile_definitions(tkv_flags INTERFACE TKV_WITH_CUDA=1)
+endif()
+
+function(tkv_library name)
+  cmake_parse_arguments(A "INTERFACE" "" "SOURCES;DEPS" ${ARGN})
+  if(A_INTERFACE OR NOT A_SOURCES)
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
+    target_link_libraries(${name} INTERFACE tkv_flags ${A_DEPS})
+  else()
+    add_library(${name} STATIC ${A_SOURCES})
+    target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
+    target_link_libraries(${name} PUBLIC tkv_flags ${A_DEPS})
+  endif()
+endfunction()
+
+function(tkv_test name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE TKV_SHARED_DIR="${TKV_SHARED_DIR}"
+                             TKV_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  if(NOT A_LABELS)
+    set(A_LABELS unit)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT 900)
+endfunction()
