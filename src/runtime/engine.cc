@@ -1,0 +1,82 @@
+// Engine implementation (see engine.h).
+#include "runtime/engine.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "base/timer.h"
+
+namespace tkv::runtime {
+
+std::string default_model_path() {
+  if (const char* e = std::getenv("TKV_MODEL")) return e;
+  const char* home = std::getenv("HOME");
+  const char* dir = std::getenv("TKV_MODEL_DIR");
+  std::string base = dir ? dir : std::string(home ? home : ".") + "/.cache/turbokv/models";
+  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
+  if (!std::filesystem::exists(opts.model_path))
+    return make_error(StatusCode::kNotFound, "[engine] model file not found: {} (run scripts/fetch-models)", opts.model_path);
+  std::unique_ptr<Engine> e(new Engine());
+  e->opts_ = opts;
+  const int nt = opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::thread::hardware_concurrency());
+  e->pool_ = std::make_unique<ThreadPool>(nt > 0 ? nt : 1);
+  TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(opts.model_path));
+  TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
+  TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), opts.cache));
+  return e;
+}
+
+Status Engine::prefill(int seq, const std::vector<int32_t>& tokens, std::vector<float>* logits, bool all_logits,
+                       const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return invalid_argument("[engine] empty prompt");
+  const int64_t nv = model_->config().n_vocab;
+  logits->resize(static_cast<size_t>((all_logits ? n : 1) * nv));
+  for (int64_t i = 0; i < n; i += opts_.ubatch) {
+    const int64_t m = std::min<int64_t>(opts_.ubatch, n - i);
+    const bool last = i + m == n;
+    float* out = all_logits ? logits->data() + i * nv : logits->data();
+    TKV_RETURN_IF_ERROR(model_->forward(*cache_, seq, tokens.data() + i, m, all_logits || !last ? all_logits : false,
+                                        out, *pool_));
+    if (progress) progress(i + m, n);
+  }
+  return Status();
+}
+
+Status Engine::decode(int seq, int32_t token, std::vector<float>* logits) {
+  logits->resize(static_cast<size_t>(model_->config().n_vocab));
+  return model_->forward(*cache_, seq, &token, 1, false, logits->data(), *pool_);
+}
+
+Result<GenerateStats> Engine::generate(int seq, const std::vector<int32_t>& prompt, int n_predict,
+                                       const sampling::SamplerParams& sp,
+                                       const std::function<bool(int32_t, const std::string&)>& on_piece,
+                                       const std::function<void(int64_t, int64_t)>& progress) {
+  GenerateStats st;
+  std::vector<float> logits;
+  std::vector<int32_t> history = prompt;
+  sampling::Sampler sampler(sp);
+  Timer t;
+  TKV_RETURN_IF_ERROR(prefill(seq, prompt, &logits, false, progress));
+  st.prompt_tokens = static_cast<int64_t>(prompt.size());
+  st.prefill_ms = t.elapsed_ms();
+  t.reset();
+  for (int i = 0; i < n_predict; ++i) {
+    const int32_t tok = sampler.sample(logits.data(), model_->config().n_vocab, history);
+    history.push_back(tok);
+    ++st.gen_tokens;
+    if (tok_->is_eog(tok)) break;
+    if (on_piece && !on_piece(tok, tok_->token_to_piece(tok))) break;
+    if (i + 1 == n_predict) break;
+    TKV_RETURN_IF_ERROR(decode(seq, tok, &logits));
+    ++st.decode_steps;
+  }
+  st.decode_ms = t.elapsed_ms();
+  return st;
+}
+
+}  // namespace tkv::runtime

@@ -1,0 +1,70 @@
+// Engine: a loaded model, its tokenizer and one KV cache; runs prefill (in
+// chunks of `ubatch` tokens) and token-by-token decode for a sequence, with
+// timing. Every generation path (generate, chat, bench, eval) goes through it.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kvcache/kv_cache.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::runtime {
+
+struct EngineOptions {
+  std::string model_path;
+  kv::CacheOptions cache;   // scheme, page size, capacity
+  int n_threads = 0;        // 0 = all cores
+  int ubatch = 512;         // prefill chunk
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;
+  double prefill_ms = 0;
+  int64_t gen_tokens = 0;    // tokens sampled
+  int64_t decode_steps = 0;  // forward passes after the prompt
+  double decode_ms = 0;
+  double prefill_tok_s() const { return prefill_ms > 0 ? prompt_tokens * 1000.0 / prefill_ms : 0; }
+  double decode_tok_s() const { return decode_ms > 0 ? decode_steps * 1000.0 / decode_ms : 0; }
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineOptions& opts);
+
+  model::Model& model() { return *model_; }
+  const tok::Tokenizer& tokenizer() const { return *tok_; }
+  kv::KvCache& cache() { return *cache_; }
+  ThreadPool& pool() { return *pool_; }
+
+  // Feeds tokens to seq; logits of the last token (or all, [n, n_vocab]) into *logits.
+  // progress(done, total) is called after each chunk.
+  Status prefill(int seq, const std::vector<int32_t>& tokens, std::vector<float>* logits, bool all_logits = false,
+                 const std::function<void(int64_t, int64_t)>& progress = {});
+  // One decode step: feeds `token`, returns the next-token logits.
+  Status decode(int seq, int32_t token, std::vector<float>* logits);
+
+  // Prompt → streamed tokens. on_piece returns false to stop early.
+  Result<GenerateStats> generate(int seq, const std::vector<int32_t>& prompt, int n_predict,
+                                 const sampling::SamplerParams& sp,
+                                 const std::function<bool(int32_t, const std::string&)>& on_piece,
+                                 const std::function<void(int64_t, int64_t)>& progress = {});
+
+ private:
+  Engine() = default;
+  EngineOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tok::Tokenizer> tok_;
+  std::unique_ptr<kv::KvCache> cache_;
+};
+
+// Default model path: $TKV_MODEL or ~/.cache/turbokv/models/SmolLM2-135M-Instruct.Q4_1.gguf.
+std::string default_model_path();
+
+}  // namespace tkv::runtime

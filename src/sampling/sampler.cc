@@ -1,0 +1,77 @@
+// Sampler implementation: filters applied in llama.cpp's default order
+// (penalties → top-k → top-p → min-p → temperature → draw).
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace tkv::sampling {
+
+int32_t argmax(const float* logits, int n_vocab) {
+  int32_t best = 0;
+  for (int i = 1; i < n_vocab; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history) {
+  work_.assign(logits, logits + n_vocab);
+  if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {
+    const size_t n = p_.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
+    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+    for (int32_t t : seen) {
+      if (t < 0 || t >= n_vocab) continue;
+      float& l = work_[static_cast<size_t>(t)];
+      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+    }
+  }
+  if (p_.temperature <= 0.0f) return argmax(work_.data(), n_vocab);
+
+  cand_.resize(static_cast<size_t>(n_vocab));
+  for (int i = 0; i < n_vocab; ++i) cand_[static_cast<size_t>(i)] = {work_[static_cast<size_t>(i)], i};
+  size_t k = cand_.size();
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < k) {
+    k = static_cast<size_t>(p_.top_k);
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(), by_logit);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  cand_.resize(k);
+  // Probabilities at temperature 1 for the top-p / min-p filters (llama.cpp order).
+  std::vector<double> prob(k);
+  const double mx = cand_[0].first;
+  double sum = 0;
+  for (size_t i = 0; i < k; ++i) sum += (prob[i] = std::exp(cand_[i].first - mx));
+  for (auto& p : prob) p /= sum;
+  size_t keep = k;
+  if (p_.top_p < 1.0f) {
+    double cum = 0;
+    for (size_t i = 0; i < k; ++i) {
+      cum += prob[i];
+      if (cum >= p_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (p_.min_p > 0.0f) {
+    size_t m = 1;
+    while (m < keep && prob[m] >= p_.min_p * prob[0]) ++m;
+    keep = m;
+  }
+  // Temperature, then draw.
+  std::vector<double> w(keep);
+  double wsum = 0;
+  for (size_t i = 0; i < keep; ++i) wsum += (w[i] = std::exp((cand_[i].first - mx) / p_.temperature));
+  std::uniform_real_distribution<double> u(0.0, wsum);
+  double r = u(rng_);
+  for (size_t i = 0; i < keep; ++i) {
+    r -= w[i];
+    if (r <= 0) return cand_[i].second;
+  }
+  return cand_[keep - 1].second;
+}
+
+}  // namespace tkv::sampling

@@ -1,0 +1,35 @@
+// Subcommand registration for the turbokv binary. Each cmd_*.cc adds its
+// subcommand to the CLI11 app and returns the function that runs it.
+#pragma once
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "runtime/engine.h"
+
+namespace tkv::cli {
+
+using RunFn = std::function<int()>;
+
+// Options shared by every model command (-m, -t, --kv-quant, -c ...).
+struct CommonOptions {
+  std::string model;
+  int threads = 0;
+  std::string kv_quant = "bf16";
+  int64_t ctx = 4096;
+  int ubatch = 512;
+};
+void add_common_options(CLI::App* app, CommonOptions& o);
+// Builds the engine from common options; prints the error and returns null on failure.
+std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o);
+void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);
+
+RunFn add_generate(CLI::App& app);
+RunFn add_chat(CLI::App& app);
+RunFn add_bench(CLI::App& app);
+
+// Progress bar on stderr for long prefills.
+void progress_bar(int64_t done, int64_t total);
+
+}  // namespace tkv::cli

@@ -1,0 +1,52 @@
+// Shared CLI plumbing: common options, engine construction, progress bar.
+#include <cstdio>
+
+#include "tools/turbokv/commands.h"
+
+namespace tkv::cli {
+
+void add_common_options(CLI::App* app, CommonOptions& o) {
+  app->add_option("-m,--model", o.model, "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)");
+  app->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app->add_option("--kv-quant", o.kv_quant, "KV cache scheme: bf16 | 8 | 4 | turbo | turbo:k<b>v<b>");
+  app->add_option("-c,--ctx", o.ctx, "KV cache capacity in tokens")->check(CLI::PositiveNumber);
+  app->add_option("--ubatch", o.ubatch, "Prefill chunk size")->check(CLI::Range(1, 4096));
+}
+
+void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp) {
+  app->add_option("--temp", sp.temperature, "Temperature (0 = greedy)");
+  app->add_option("--top-k", sp.top_k, "Top-k (0 = off)");
+  app->add_option("--top-p", sp.top_p, "Top-p (1 = off)");
+  app->add_option("--min-p", sp.min_p, "Min-p (0 = off)");
+  app->add_option("--repeat-penalty", sp.repeat_penalty, "Repetition penalty (1 = off)");
+  app->add_option("--repeat-last-n", sp.repeat_last_n, "Tokens considered by the repetition penalty");
+  app->add_option("--seed", sp.seed, "RNG seed");
+}
+
+std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o) {
+  runtime::EngineOptions eo;
+  eo.model_path = o.model.empty() ? runtime::default_model_path() : o.model;
+  eo.n_threads = o.threads;
+  eo.ubatch = o.ubatch;
+  eo.cache.scheme = o.kv_quant;
+  eo.cache.max_tokens = o.ctx;
+  eo.cache.max_seqs = 4;
+  auto r = runtime::Engine::create(eo);
+  if (!r.ok()) {
+    std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
+    return nullptr;
+  }
+  return std::move(r).value();
+}
+
+void progress_bar(int64_t done, int64_t total) {
+  if (total < 256) return;
+  const int width = 40;
+  const int filled = static_cast<int>(width * done / total);
+  std::fprintf(stderr, "\rprefill [%.*s%*s] %lld/%lld", filled, "========================================", width - filled, "",
+               static_cast<long long>(done), static_cast<long long>(total));
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace tkv::cli
