@@ -11,7 +11,7 @@ namespace tkv {
 namespace {
 std::unique_ptr<ThreadPool> g_pool;
 std::mutex g_pool_mu;
-constexpr int kSpinIters = 20000;
+constexpr int kSpinIters = 4000;  // ~100 us of pause before sleeping / yielding
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -62,10 +62,16 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   }
   cv_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) {
+  // Spin briefly (the usual case: workers finish within microseconds), then
+  // yield so an oversubscribed machine can run the worker we are waiting for.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIters) {
 #if defined(__x86_64__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 
