@@ -1,0 +1,126 @@
+// KvScheme validation, parsing and row layout (see kv_scheme.h, docs/kv-format.md).
+// Turbo sizes follow vllm-metal cache_policy.py::turboquant_page_size_bytes per row:
+// D*kb/8 + D*vb/8 + 3 fp16 arrays of D/32; affine stores 2 fp16 arrays per tensor per 64-group.
+#include "quant/kv_scheme.h"
+
+#include <charconv>
+
+#include "base/check.h"
+#include "quant/affine_kv.h"
+#include "quant/turbo_k.h"
+
+namespace tkv::quant {
+namespace {
+
+constexpr std::string_view kValidForms =
+    "bf16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in {2,3,4,5,8}";
+
+bool in_set(int v, std::initializer_list<int> set) {
+  for (int s : set)
+    if (s == v) return true;
+  return false;
+}
+
+bool parse_int(std::string_view s, int* out) {
+  if (s.empty()) return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+Status validate_kv_scheme(const KvScheme& s) {
+  if (!in_set(s.head_dim, {64, 128, 256, 512}))
+    return invalid_argument("[kv] head_dim {} is not supported (valid: 64, 128, 256, 512)", s.head_dim);
+  switch (s.kind) {
+    case KvKind::kBf16:
+      if (s.k_bits != 16 || s.v_bits != 16)
+        return invalid_argument("[kv] bf16 scheme needs k_bits = v_bits = 16, got k{} v{}", s.k_bits, s.v_bits);
+      break;
+    case KvKind::kAffine:
+      if (!in_set(s.k_bits, {4, 8})) return invalid_argument("[kv] affine k_bits {} invalid (valid: 4, 8)", s.k_bits);
+      if (!in_set(s.v_bits, {4, 8})) return invalid_argument("[kv] affine v_bits {} invalid (valid: 4, 8)", s.v_bits);
+      break;
+    case KvKind::kTurbo:
+      if (!in_set(s.k_bits, {2, 3, 4, 5, 8}))
+        return invalid_argument("[kv] turbo k_bits {} invalid (valid: 2, 3, 4, 5, 8)", s.k_bits);
+      if (!in_set(s.v_bits, {1, 2, 3, 4, 5, 8}))
+        return invalid_argument("[kv] turbo v_bits {} invalid (valid: 1, 2, 3, 4, 5, 8)", s.v_bits);
+      break;
+    default:
+      return invalid_argument("[kv] unknown scheme kind {}", (int)s.kind);
+  }
+  if (s.k_unsigned8 && (s.kind != KvKind::kTurbo || s.k_bits != 8))
+    return invalid_argument("[kv] k_unsigned8 needs a turbo scheme with k_bits 8 (got k_bits {})", s.k_bits);
+  return Status::ok_status();
+}
+
+Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
+  KvScheme s;
+  s.head_dim = head_dim;
+  int k = 0, v = 0;
+  if (text == "bf16") {
+    s = {KvKind::kBf16, 16, 16, head_dim};
+  } else if (text == "8" || text == "4") {
+    const int b = text[0] - '0';
+    s = {KvKind::kAffine, b, b, head_dim};
+  } else if (text == "turbo") {
+    s = {KvKind::kTurbo, 8, 3, head_dim};
+  } else if (text.starts_with("turbo:k") && text.find('v') != std::string_view::npos &&
+             parse_int(text.substr(7, text.find('v') - 7), &k) && parse_int(text.substr(text.find('v') + 1), &v) &&
+             in_set(k, {2, 4, 5, 8}) && in_set(v, {2, 3, 4, 5, 8})) {
+    s = {KvKind::kTurbo, k, v, head_dim};
+  } else {
+    return invalid_argument("[kv] unknown KV cache type '{}' (valid: {})", text, kValidForms);
+  }
+  TKV_RETURN_IF_ERROR(validate_kv_scheme(s));
+  return s;
+}
+
+std::string kv_scheme_name(const KvScheme& s) {
+  switch (s.kind) {
+    case KvKind::kBf16: return "bf16";
+    case KvKind::kAffine:
+      return s.k_bits == s.v_bits ? fmt::format("affine{}", s.k_bits) : fmt::format("affine:k{}v{}", s.k_bits, s.v_bits);
+    case KvKind::kTurbo: return fmt::format("turbo:k{}{}v{}", s.k_bits, s.k_unsigned8 ? "u" : "", s.v_bits);
+  }
+  return "?";
+}
+
+KvRowLayout kv_row_layout(const KvScheme& s) {
+  TKV_CHECK(validate_kv_scheme(s).ok());
+  KvRowLayout l;
+  const int64_t d = s.head_dim;
+  l.k_data_bytes = d * s.k_bits / 8;
+  l.v_data_bytes = d * s.v_bits / 8;
+  if (s.kind == KvKind::kTurbo) {
+    l.k_scale_bytes = l.k_zero_bytes = l.v_scale_bytes = 2 * d / kTurboGroup;
+  } else if (s.kind == KvKind::kAffine) {
+    l.k_scale_bytes = l.k_zero_bytes = l.v_scale_bytes = l.v_zero_bytes = 2 * d / kAffineGroup;
+  }
+  int64_t off = 0;
+  const auto place = [&off](int64_t bytes, int64_t* offset) {
+    *offset = off;
+    off += bytes;
+  };
+  place(l.k_data_bytes, &l.k_data_offset);
+  place(l.v_data_bytes, &l.v_data_offset);
+  place(l.k_scale_bytes, &l.k_scale_offset);
+  place(l.k_zero_bytes, &l.k_zero_offset);
+  place(l.v_scale_bytes, &l.v_scale_offset);
+  place(l.v_zero_bytes, &l.v_zero_offset);
+  l.row_bytes = off;
+  return l;
+}
+
+int64_t kv_bytes_per_token_per_head(const KvScheme& s) { return kv_row_layout(s).row_bytes; }
+
+double kv_bits_per_element(const KvScheme& s) {
+  return 8.0 * (double)kv_bytes_per_token_per_head(s) / (2.0 * s.head_dim);
+}
+
+double kv_compression_vs_fp16(const KvScheme& s) {
+  return 4.0 * s.head_dim / (double)kv_bytes_per_token_per_head(s);
+}
+
+}  // namespace tkv::quant
