@@ -1,14 +1,50 @@
-// create_cache: the single place that maps a --kv-quant scheme string to a
-// cache implementation.
+// create_cache: the single place that maps a --kv-quant scheme string to a cache
+// implementation, plus the one parser of the --kv-* flag values and the memory
+// model behind `turbokv bench --kv-report`.
 #include "kvcache/kv_cache.h"
 
-#include "kvcache/bf16_cache.h"
+#include "kvcache/kv_layout.h"
+#include "kvcache/paged_cache.h"
 
 namespace tkv::kv {
 
+Status check_kv_scheme_syntax(const std::string& scheme) {
+  if (scheme == "bf16") return Status();
+  // head_dim 128 is valid for every scheme: only the spelling is checked here.
+  auto r = quant::parse_kv_scheme(scheme, 128);
+  if (!r.ok()) return invalid_argument("[kvcache] bad --kv-quant: {}", r.status().message());
+  return Status();
+}
+
+Result<AttnPath> parse_attn_path(const std::string& text) {
+  if (text == "fused") return AttnPath::kFused;
+  if (text == "reference") return AttnPath::kReference;
+  return invalid_argument("[kvcache] unknown --kv-attn '{}' (valid: fused | reference)", text);
+}
+
+Result<bool> parse_swa_mode(const std::string& text) {
+  if (text == "quant") return false;
+  if (text == "bf16") return true;
+  return invalid_argument("[kvcache] unknown --kv-quant-swa '{}' (valid: quant | bf16)", text);
+}
+
+Result<KvMemoryModel> kv_memory_model(const KvShape& shape, const CacheOptions& opts) {
+  TKV_ASSIGN_OR_RETURN(CacheLayout lay, plan_cache_layout(shape, opts));
+  return lay.memory;
+}
+
+int64_t kv_max_context(const KvMemoryModel& m, size_t budget_bytes) {
+  if (budget_bytes <= m.window_bytes_per_seq) return 0;
+  size_t left = budget_bytes - m.window_bytes_per_seq;
+  if (m.full_bytes_per_token == 0) return INT64_MAX;
+  const size_t prefix = static_cast<size_t>(m.prefix_tokens) * m.prefix_bytes_per_token;
+  if (m.prefix_tokens > 0 && left <= prefix) return static_cast<int64_t>(left / m.prefix_bytes_per_token);
+  left -= prefix;
+  return m.prefix_tokens + static_cast<int64_t>(left / m.full_bytes_per_token);
+}
+
 Result<std::unique_ptr<KvCache>> create_cache(const KvShape& shape, const CacheOptions& opts) {
-  if (opts.scheme == "bf16") return create_bf16_cache(shape, opts);
-  return invalid_argument("[kvcache] unsupported --kv-quant '{}' (valid: bf16)", opts.scheme);
+  return create_paged_cache(shape, opts);
 }
 
 }  // namespace tkv::kv

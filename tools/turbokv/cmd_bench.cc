@@ -20,6 +20,8 @@ struct BenchArgs {
   std::string schemes = "";
   int reps = 3;
   bool json = false;
+  bool kv_report = false;       // --kv-report (kv_report.cc)
+  std::string kv_budget = "8GiB";
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -135,7 +137,9 @@ RunFn add_bench(CLI::App& app) {
   sub->add_option("--schemes", a->schemes, "Comma-separated KV schemes (default: --kv-quant)");
   sub->add_option("-r,--reps", a->reps, "Repetitions (median reported)")->check(CLI::PositiveNumber);
   sub->add_flag("--json", a->json, "JSON output");
-  return [a] { return run_bench(*a); };
+  sub->add_flag("--kv-report", a->kv_report, "Print KV bytes/token, allocation and max context per scheme, then exit");
+  sub->add_option("--kv-budget", a->kv_budget, "KV memory budget for --kv-report (e.g. 8GiB)");
+  return [a] { return a->kv_report ? run_kv_report(a->common, a->kv_budget, a->schemes) : run_bench(*a); };
 }
 
 }  // namespace tkv::cli

@@ -1,14 +1,41 @@
 // Shared CLI plumbing: common options, engine construction, progress bar.
+#include <algorithm>
 #include <cstdio>
 
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
+namespace {
+
+// CLI11 validator from one of the kvcache parsers: the error text lists the valid forms.
+template <typename Fn>
+CLI::Validator kv_validator(const char* name, Fn fn) {
+  return CLI::Validator(
+      [fn](std::string& v) -> std::string {
+        const Status st = fn(v);
+        return st.ok() ? std::string() : st.message();
+      },
+      "", name);
+}
+
+// The --kv-* flags; every value is checked at parse time by the kvcache parsers.
+void add_kv_options(CLI::App* app, CommonOptions& o) {
+  app->add_option("--kv-quant", o.kv_quant, "KV cache scheme: bf16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V>")
+      ->check(kv_validator("KV_SCHEME", [](const std::string& v) { return kv::check_kv_scheme_syntax(v); }));
+  app->add_option("--kv-quant-start", o.kv_quant_start, "Keep the first N tokens of a sequence in bf16")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--kv-quant-swa", o.kv_quant_swa, "Sliding-window layers: quant (default) | bf16")
+      ->check(kv_validator("SWA", [](const std::string& v) { return kv::parse_swa_mode(v).status(); }));
+  app->add_option("--kv-attn", o.kv_attn, "Attention over a quantized cache: fused (default) | reference")
+      ->check(kv_validator("PATH", [](const std::string& v) { return kv::parse_attn_path(v).status(); }));
+}
+
+}  // namespace
 
 void add_common_options(CLI::App* app, CommonOptions& o) {
   app->add_option("-m,--model", o.model, "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)");
   app->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app->add_option("--kv-quant", o.kv_quant, "KV cache scheme: bf16 | 8 | 4 | turbo | turbo:k<b>v<b>");
+  add_kv_options(app, o);
   app->add_option("-c,--ctx", o.ctx, "KV cache capacity in tokens")->check(CLI::PositiveNumber);
   app->add_option("--ubatch", o.ubatch, "Prefill chunk size")->check(CLI::Range(1, 4096));
 }
@@ -29,6 +56,10 @@ std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o) {
   eo.n_threads = o.threads;
   eo.ubatch = o.ubatch;
   eo.cache.scheme = o.kv_quant;
+  eo.cache.quant_start = o.kv_quant_start;
+  eo.cache.swa_bf16 = kv::parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
+  eo.cache.attn = kv::parse_attn_path(o.kv_attn).value();
+  eo.cache.max_chunk_tokens = std::max<int64_t>(o.ubatch, 1);
   eo.cache.max_tokens = o.ctx;
   eo.cache.max_seqs = 4;
   auto r = runtime::Engine::create(eo);
