@@ -7,6 +7,7 @@
 
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "tests/io/gguf_builder.h"
 #include "tests/model/test_models.h"
 
 namespace tkv {
@@ -40,6 +41,26 @@ TEST(ModelLoad, TruncatedRealModel) {
   auto m = model::Model::load(write_tmp("trunc.gguf", head));
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("[gguf]"), std::string::npos) << m.status().message();
+}
+
+TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
+  io::testing::GgufBuilder b;
+  b.kv_string("general.architecture", "mamba");
+  const auto bytes = b.build();
+  auto m = model::Model::load(write_tmp("mamba.gguf", std::string(bytes.begin(), bytes.end())));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("unsupported architecture 'mamba'"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("llama"), std::string::npos) << "should list the supported ones";
+}
+
+TEST(ModelLoad, MissingHparamIsNamed) {
+  io::testing::GgufBuilder b;
+  b.kv_string("general.architecture", "llama");
+  b.kv("llama.block_count", 4 /*u32*/, uint32_t{2});
+  const auto bytes = b.build();
+  auto m = model::Model::load(write_tmp("nohp.gguf", std::string(bytes.begin(), bytes.end())));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("embedding_length"), std::string::npos) << m.status().message();
 }
 
 }  // namespace
