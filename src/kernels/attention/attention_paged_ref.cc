@@ -1,0 +1,73 @@
+// Reference attention over paged (bf16 / affine / TurboQuant) segments: every
+// row is dequantized with the codec's scalar oracle (kvcodec_dequant_ref, V
+// un-rotated eagerly per row) into contiguous fp32 K/V, then attention_f32_ref.
+// Slow on purpose: it is the oracle for the fused kernel and the fallback path.
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/attention/attention_quant.h"
+#include "kernels/kvcodec/kvcodec.h"
+#include "quant/half.h"
+
+namespace tkv::kernels {
+
+int64_t kv_segment_row_bytes(bool is_bf16, const quant::KvScheme& scheme, int head_dim) {
+  if (is_bf16) return int64_t{4} * head_dim;
+  return quant::kv_row_layout(scheme).row_bytes;
+}
+
+namespace {
+
+// Dequantizes one segment into k/v at [pos, n_kv_heads, head_dim] for its positions.
+void dequant_segment(const KvSegmentView& s, float* k, float* v) {
+  const int d = s.head_dim;
+  const int64_t rb = kv_segment_row_bytes(s.is_bf16, s.scheme, d);
+  const quant::KvRowLayout lay = s.is_bf16 ? quant::KvRowLayout{} : quant::kv_row_layout(s.scheme);
+  for (int64_t t = 0; t < s.n_kv; ++t) {
+    const int32_t page = s.page_ids[t / s.page_size];
+    for (int h = 0; h < s.n_kv_heads; ++h) {
+      float* ko = k + ((s.pos0 + t) * s.n_kv_heads + h) * d;
+      float* vo = v + ((s.pos0 + t) * s.n_kv_heads + h) * d;
+      if (page < 0) {  // released (outside every window that can still look at it)
+        for (int e = 0; e < d; ++e) ko[e] = vo[e] = 0.0f;
+        continue;
+      }
+      const uint8_t* row =
+          s.pool + ((int64_t{page} * s.n_kv_heads + h) * s.page_size + t % s.page_size) * rb;
+      if (s.is_bf16) {
+        const auto* r16 = reinterpret_cast<const uint16_t*>(row);
+        for (int e = 0; e < d; ++e) {
+          ko[e] = bf16_to_f32(r16[e]);
+          vo[e] = bf16_to_f32(r16[d + e]);
+        }
+        continue;
+      }
+      KvDequantParams p;
+      p.scheme = s.scheme;
+      p.n_rows = 1;
+      p.in = kv_planes_interleaved(const_cast<uint8_t*>(row), lay);
+      p.k = ko;
+      p.v = vo;
+      kvcodec_dequant_ref(p);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& a) {
+  TKV_CHECK(n_segs >= 1);
+  const KvSegmentView& last = segs[n_segs - 1];
+  const int64_t n_total = last.pos0 + last.n_kv;
+  const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads;
+  std::vector<float> k(static_cast<size_t>(n_total * nkv * d)), v(k.size());
+  int64_t expect = 0;
+  for (int i = 0; i < n_segs; ++i) {
+    TKV_CHECK(segs[i].pos0 == expect && segs[i].head_dim == d && segs[i].n_kv_heads == nkv);
+    expect += segs[i].n_kv;
+    dequant_segment(segs[i], k.data(), v.data());
+  }
+  attention_f32_ref(k.data(), v.data(), n_total, nkv, d, a);
+}
+
+}  // namespace tkv::kernels

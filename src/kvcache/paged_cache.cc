@@ -1,0 +1,235 @@
+// PagedCache: one implementation for bf16, affine and TurboQuant KV (see
+// paged_cache.h, docs/kv-cache.md). A store covers positions [begin, end) of its
+// layers; a page is [n_kv_heads, page_size, row_bytes] so a kv head's tokens are
+// contiguous for the fused kernel. Sliding-window stores release pages behind
+// the window (one page of slack so short trims stay possible).
+#include "kvcache/paged_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "base/check.h"
+#include "base/log.h"
+#include "kernels/attention/attention_quant.h"
+#include "kernels/kvcodec/kvcodec.h"
+#include "kvcache/kv_layout.h"
+#include "kvcache/page_table.h"
+#include "quant/half.h"
+
+namespace tkv::kv {
+namespace {
+
+struct Store {
+  StoreSpec spec;
+  int64_t row_bytes = 0, page_bytes = 0;
+  std::unique_ptr<PageTable> pt;
+  std::vector<std::unique_ptr<uint8_t[]>> pools;  // per layer of the group
+  int64_t local(int64_t len) const { return std::clamp<int64_t>(len - spec.begin, 0, spec.end - spec.begin); }
+};
+
+class PagedCache final : public KvCache {
+ public:
+  PagedCache(const KvShape& shape, const CacheOptions& opts, const CacheLayout& lay)
+      : shape_(shape), opts_(opts), lay_(lay), seq_len_(static_cast<size_t>(opts.max_seqs), 0) {
+    for (const StoreSpec& sp : lay.stores) {
+      Store st;
+      st.spec = sp;
+      st.row_bytes = kernels::kv_segment_row_bytes(sp.is_bf16, sp.scheme, shape.head_dim);
+      st.page_bytes = st.row_bytes * shape.n_kv_heads * opts.page_size;
+      st.pt = std::make_unique<PageTable>(sp.n_pages, opts.page_size, opts.max_seqs);
+      const size_t bytes = static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
+      for (size_t l = 0; l < lay.groups[static_cast<size_t>(sp.group)].layers.size(); ++l) {
+        st.pools.emplace_back(new uint8_t[bytes]());
+        allocated_ += bytes;
+      }
+      stores_.push_back(std::move(st));
+    }
+  }
+
+  Result<int> create_seq() override {
+    int id = -1;
+    for (auto& st : stores_) {
+      TKV_ASSIGN_OR_RETURN(int s, st.pt->create_seq());
+      TKV_CHECK(id < 0 || s == id);  // stores move in lockstep
+      id = s;
+    }
+    seq_len_[static_cast<size_t>(id)] = 0;
+    return id;
+  }
+  void free_seq(int seq) override {
+    for (auto& st : stores_) st.pt->free_seq(seq);
+    seq_len_[static_cast<size_t>(seq)] = 0;
+  }
+  Result<int> fork_seq(int src) override;
+  int64_t seq_len(int seq) const override { return seq_len_[static_cast<size_t>(seq)]; }
+  void trim_seq(int seq, int64_t n) override;
+  Status reserve(int seq, int64_t n_new) override;
+  void commit(int seq, int64_t n_new) override;
+  void write(int layer, int seq, int64_t pos0, int64_t n, const float* k, const float* v) override;
+  void attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPool& pool) override;
+
+  const KvShape& shape() const override { return shape_; }
+  std::string scheme_name() const override { return lay_.name; }
+  size_t bytes_per_token() const override { return lay_.memory.bytes_per_token; }
+  size_t allocated_bytes() const override { return allocated_; }
+  int64_t capacity_tokens() const override { return lay_.capacity_tokens; }
+
+ private:
+  void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k, const float* v);
+  KvShape shape_;
+  CacheOptions opts_;
+  CacheLayout lay_;
+  std::vector<Store> stores_;
+  std::vector<int64_t> seq_len_;
+  size_t allocated_ = 0;
+};
+
+Result<int> PagedCache::fork_seq(int src) {
+  int id = -1;
+  for (auto& st : stores_) {
+    int64_t sp = -1, dp = -1;
+    TKV_ASSIGN_OR_RETURN(int s, st.pt->fork_seq(src, &sp, &dp));
+    TKV_CHECK(id < 0 || s == id);
+    id = s;
+    if (sp < 0) continue;
+    for (auto& pool : st.pools)
+      std::memcpy(pool.get() + dp * st.page_bytes, pool.get() + sp * st.page_bytes, static_cast<size_t>(st.page_bytes));
+  }
+  seq_len_[static_cast<size_t>(id)] = seq_len_[static_cast<size_t>(src)];
+  return id;
+}
+
+void PagedCache::trim_seq(int seq, int64_t n) {
+  if (n >= seq_len(seq)) return;
+  n = std::max<int64_t>(n, 0);
+  for (auto& st : stores_) {
+    const int64_t keep = st.local(n);
+    if (st.spec.window > 0 && keep > 0) {
+      // The next query (position n) needs keys from n - window + 1 on.
+      const int64_t need = st.local(std::max<int64_t>(0, n - st.spec.window + 1));
+      TKV_CHECK(st.pt->pages(seq)[static_cast<size_t>(need / opts_.page_size)] >= 0 &&
+                "trim_seq past the sliding-window slack: released keys would be needed");
+    }
+    st.pt->trim(seq, keep);
+  }
+  seq_len_[static_cast<size_t>(seq)] = n;
+}
+
+Status PagedCache::reserve(int seq, int64_t n_new) {
+  const int64_t len = seq_len(seq);
+  if (n_new > opts_.max_chunk_tokens)
+    return invalid_argument("[kvcache] {} new tokens in one pass exceed max_chunk_tokens {}", n_new,
+                            opts_.max_chunk_tokens);
+  for (auto& st : stores_) TKV_RETURN_IF_ERROR(st.pt->reserve(seq, st.local(len + n_new) - st.local(len)));
+  return Status();
+}
+
+void PagedCache::commit(int seq, int64_t n_new) {
+  const int64_t len = seq_len(seq);
+  for (auto& st : stores_) {
+    st.pt->commit(seq, st.local(len + n_new) - st.local(len));
+    if (st.spec.window > 0) {
+      // Keep [next query - window + 1, ...) plus one page of slack for trims.
+      const int64_t keep_from = len + n_new - st.spec.window + 1 - opts_.page_size;
+      if (keep_from > 0) st.pt->release_before(seq, st.local(keep_from));
+    }
+  }
+  seq_len_[static_cast<size_t>(seq)] = len + n_new;
+}
+
+// Encodes tokens [pos0, pos0 + n) ∩ [begin, end) into the store's pages, one
+// (page run, kv head) at a time: rows of one head are contiguous in a page.
+void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k, const float* v) {
+  const int64_t a = std::max(pos0, st.spec.begin), b = std::min(pos0 + n, st.spec.end);
+  const int d = shape_.head_dim, nkv = shape_.n_kv_heads, ps = opts_.page_size;
+  const auto& pages = st.pt->pages(seq);
+  std::vector<float> kh, vh;
+  const quant::KvRowLayout lay = st.spec.is_bf16 ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
+  for (int64_t t = a; t < b;) {
+    const int64_t local = t - st.spec.begin;
+    const int in_page = static_cast<int>(local % ps);
+    const int run = static_cast<int>(std::min<int64_t>(ps - in_page, b - t));
+    const int32_t page = pages[static_cast<size_t>(local / ps)];
+    TKV_CHECK(page >= 0 && st.pt->refcount(page) == 1);  // never write a shared page
+    for (int h = 0; h < nkv; ++h) {
+      uint8_t* dst = st.pools[static_cast<size_t>(slot)].get() + page * st.page_bytes +
+                     (int64_t{h} * ps + in_page) * st.row_bytes;
+      const float* ks = k + ((t - pos0) * nkv + h) * d;
+      const float* vs = v + ((t - pos0) * nkv + h) * d;
+      if (st.spec.is_bf16) {
+        for (int r = 0; r < run; ++r) {
+          auto* row = reinterpret_cast<uint16_t*>(dst + r * st.row_bytes);
+          for (int e = 0; e < d; ++e) {
+            row[e] = f32_to_bf16(ks[int64_t{r} * nkv * d + e]);
+            row[d + e] = f32_to_bf16(vs[int64_t{r} * nkv * d + e]);
+          }
+        }
+        continue;
+      }
+      kh.resize(static_cast<size_t>(run) * d);
+      vh.resize(kh.size());
+      for (int r = 0; r < run; ++r) {
+        std::memcpy(&kh[static_cast<size_t>(r) * d], ks + int64_t{r} * nkv * d, sizeof(float) * static_cast<size_t>(d));
+        std::memcpy(&vh[static_cast<size_t>(r) * d], vs + int64_t{r} * nkv * d, sizeof(float) * static_cast<size_t>(d));
+      }
+      kernels::KvEncodeParams p;
+      p.scheme = st.spec.scheme;
+      p.n_rows = run;
+      p.k = kh.data();
+      p.v = vh.data();
+      p.out = kernels::kv_planes_interleaved(dst, lay);
+      static ThreadPool serial(1);  // a run is <= one page of rows: encode inline
+      kernels::kvcodec_encode_cpu(p, &serial);
+    }
+    t += run;
+  }
+}
+
+void PagedCache::write(int layer, int seq, int64_t pos0, int64_t n, const float* k, const float* v) {
+  const LayerSlot& ls = lay_.layer_slots[static_cast<size_t>(layer)];
+  for (int s : lay_.groups[static_cast<size_t>(ls.group)].stores)
+    write_store(stores_[static_cast<size_t>(s)], ls.slot, seq, pos0, n, k, v);
+}
+
+void PagedCache::attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPool& pool) {
+  const LayerSlot& ls = lay_.layer_slots[static_cast<size_t>(layer)];
+  const int64_t len = a.q_pos0 + a.n_q;  // written this pass, committed later
+  kernels::KvSegmentView segs[2];
+  int n_segs = 0;
+  for (int s : lay_.groups[static_cast<size_t>(ls.group)].stores) {
+    const Store& st = stores_[static_cast<size_t>(s)];
+    kernels::KvSegmentView& v = segs[n_segs];
+    v.is_bf16 = st.spec.is_bf16;
+    v.scheme = st.spec.scheme;
+    v.head_dim = shape_.head_dim;
+    v.n_kv_heads = shape_.n_kv_heads;
+    v.page_size = opts_.page_size;
+    v.pool = st.pools[static_cast<size_t>(ls.slot)].get();
+    v.page_ids = st.pt->pages(seq).data();
+    v.pos0 = st.spec.begin;
+    v.n_kv = st.local(len);
+    if (v.n_kv > 0) ++n_segs;
+  }
+  TKV_CHECK(n_segs > 0);
+  if (opts_.attn == AttnPath::kReference) {
+    kernels::attention_paged_ref(segs, n_segs, a);
+  } else {
+    kernels::attention_paged_fused_cpu(segs, n_segs, a, pool);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape, const CacheOptions& opts) {
+  TKV_ASSIGN_OR_RETURN(CacheLayout lay, plan_cache_layout(shape, opts));
+  if (lay.swa_bf16_warning) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      TKV_LOG_WARN("[kvcache] --kv-quant-swa bf16: sliding-window layers keep a bf16 cache (full layers are quantized)");
+    });
+  }
+  return std::unique_ptr<KvCache>(new PagedCache(shape, opts, lay));
+}
+
+}  // namespace tkv::kv

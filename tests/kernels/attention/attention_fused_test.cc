@@ -1,0 +1,237 @@
+// Fused paged attention == reference attention on the dequantized cache
+// (kvcodec_dequant_ref + attention_f32_ref), for every scheme, head_dim
+// 64/128/256, GQA 1/3/4/8, contexts 1, page-1, page+1 and 4097 (split-KV path),
+// a bf16 prefix segment (--kv-quant-start), sliding windows with released pages,
+// and deferred == eager un-rotation of turbo V. Tolerances: attention_fused_test.h.
+#include "attention_fused_test.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "quant/turbo_tables.h"
+#include "quant/turbo_v.h"
+
+namespace tkv::kernels::testing {
+namespace {
+
+struct Scheme {
+  bool is_bf16;
+  quant::KvScheme s;
+  std::string name;
+};
+
+std::vector<Scheme> all_schemes(int d) {
+  std::vector<Scheme> out{{true, {}, "bf16"}};
+  for (int b : {8, 4}) out.push_back({false, {quant::KvKind::kAffine, b, b, d}, "affine" + std::to_string(b)});
+  for (int kb : {2, 4, 5, 8})
+    for (int vb : {2, 3, 4, 5, 8})
+      out.push_back({false, {quant::KvKind::kTurbo, kb, vb, d}, "turbo:k" + std::to_string(kb) + "v" + std::to_string(vb)});
+  return out;
+}
+
+// Dequantized K/V (and rotated V) of the segments, for the tolerance inputs.
+void dequant_all(const std::vector<SegStore>& segs, int64_t n_total, int d, int nkv, std::vector<float>* k,
+                 std::vector<float>* v, double* r_max) {
+  k->assign(static_cast<size_t>(n_total * nkv * d), 0.0f);
+  v->assign(k->size(), 0.0f);
+  *r_max = 0;
+  std::vector<float> rot(static_cast<size_t>(d));
+  for (const auto& s : segs) {
+    const KvSegmentView& sv = s.view;
+    const int64_t rb = kv_segment_row_bytes(sv.is_bf16, sv.scheme, d);
+    for (int64_t t = 0; t < sv.n_kv; ++t) {
+      const int32_t page = sv.page_ids[t / sv.page_size];
+      if (page < 0) continue;
+      for (int h = 0; h < nkv; ++h) {
+        const uint8_t* row = sv.pool + ((int64_t{page} * nkv + h) * sv.page_size + t % sv.page_size) * rb;
+        float* ko = k->data() + ((sv.pos0 + t) * nkv + h) * d;
+        float* vo = v->data() + ((sv.pos0 + t) * nkv + h) * d;
+        if (sv.is_bf16) {
+          const auto* r16 = reinterpret_cast<const uint16_t*>(row);
+          for (int e = 0; e < d; ++e) ko[e] = bf16_to_f32(r16[e]), vo[e] = bf16_to_f32(r16[d + e]);
+          continue;
+        }
+        KvDequantParams p;
+        p.scheme = sv.scheme;
+        p.n_rows = 1;
+        p.in = kv_planes_interleaved(const_cast<uint8_t*>(row), quant::kv_row_layout(sv.scheme));
+        p.k = ko;
+        p.v = vo;
+        kvcodec_dequant_ref(p);
+        if (sv.scheme.kind == quant::KvKind::kTurbo) {
+          p.k = nullptr;
+          p.v = rot.data();
+          p.v_rotated = true;
+          kvcodec_dequant_ref(p);
+          for (float x : rot) *r_max = std::max(*r_max, static_cast<double>(std::fabs(x)));
+        }
+      }
+    }
+  }
+}
+
+struct Case {
+  int d, nkv, group;
+  int64_t n_ctx, n_q, window, quant_start;
+  int page_size;
+};
+
+// Builds the segments, runs fused and reference, checks the derived bound.
+void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
+  const int n_heads = c.nkv * c.group;
+  std::mt19937 rng(static_cast<uint32_t>(c.d * 7919 + c.group * 31 + c.n_ctx * 3 + c.quant_start));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> k(static_cast<size_t>(c.n_ctx * c.nkv * c.d)), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) k[i] = nd(rng) + 0.5f * static_cast<float>(i % 7), v[i] = nd(rng);
+  std::vector<SegStore> segs;
+  const int64_t qs = sc.is_bf16 ? 0 : std::min(c.quant_start, c.n_ctx);
+  if (qs > 0) {
+    segs.emplace_back();
+    build_segment(segs.back(), true, {}, c.d, c.nkv, c.page_size, 0, qs, k.data(), v.data(), 11);
+  }
+  if (c.n_ctx > qs) {
+    segs.emplace_back();
+    build_segment(segs.back(), sc.is_bf16, sc.s, c.d, c.nkv, c.page_size, qs, c.n_ctx - qs, k.data(), v.data(), 12);
+  }
+  // Release pages no query of this pass can see (rotating window).
+  const int64_t q_pos0 = c.n_ctx - c.n_q;
+  if (c.window > 0)
+    for (auto& s : segs)
+      for (int64_t p = 0; (p + 1) * c.page_size + s.view.pos0 <= q_pos0 - c.window + 1; ++p)
+        s.page_ids[static_cast<size_t>(p)] = -1;
+  std::vector<KvSegmentView> views;
+  for (auto& s : segs) views.push_back(s.view);
+  std::vector<float> q(static_cast<size_t>(c.n_q * n_heads * c.d));
+  for (auto& x : q) x = nd(rng);
+  std::vector<float> out(q.size(), NAN), ref(q.size(), NAN);
+  AttnArgs a{q.data(), out.data(), c.n_q, n_heads, q_pos0, c.window, 1.0f / std::sqrt(static_cast<float>(c.d))};
+  attention_paged_fused_cpu(views.data(), static_cast<int>(views.size()), a, pool);
+  a.out = ref.data();
+  attention_paged_ref(views.data(), static_cast<int>(views.size()), a);
+
+  std::vector<float> kd, vd;
+  TolInputs ti;
+  dequant_all(segs, c.n_ctx, c.d, c.nkv, &kd, &vd, &ti.r_max);
+  for (float x : vd) ti.v_max = std::max(ti.v_max, static_cast<double>(std::fabs(x)));
+  for (int64_t i = 0; i < c.n_q; ++i)
+    for (int h = 0; h < n_heads; ++h)
+      for (int64_t j = 0; j < c.n_ctx; ++j) {
+        double sabs = 0;
+        for (int e = 0; e < c.d; ++e)
+          sabs += std::fabs(q[static_cast<size_t>((i * n_heads + h) * c.d + e)] *
+                            kd[static_cast<size_t>((j * c.nkv + h / c.group) * c.d + e)]);
+        ti.qk_abs_max = std::max(ti.qk_abs_max, sabs * a.scale);
+      }
+  const double tol = fused_tolerance(ti, c.d, c.n_ctx);
+  double max_err = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(out[i]) && std::isfinite(ref[i])) << sc.name << " non-finite at " << i;
+    const double e = std::fabs(static_cast<double>(out[i]) - ref[i]);
+    if (e > max_err) max_err = e, at = i;
+  }
+  if (std::getenv("TKV_TEST_VERBOSE")) std::printf("%s d%d g%d ctx%lld err %.3g tol %.3g\n", sc.name.c_str(), c.d, c.group, (long long)c.n_ctx, max_err, tol);
+  EXPECT_LE(max_err, tol) << sc.name << " d " << c.d << " kvh " << c.nkv << " group " << c.group << " ctx " << c.n_ctx
+                          << " n_q " << c.n_q << " window " << c.window << " qstart " << c.quant_start
+                          << " max err at " << at << " (fused " << out[at] << " ref " << ref[at] << ")";
+}
+
+TEST(AttentionFused, MatchesReferenceShortContexts) {
+  ThreadPool pool(2);
+  for (int d : {64, 128, 256})
+    for (const Scheme& sc : all_schemes(d))
+      for (int group : {1, 3, 4, 8})
+        for (int64_t n_ctx : {1, 15, 17}) run_case(sc, {d, 2, group, n_ctx, std::min<int64_t>(n_ctx, 5), 0, 0, 16}, pool);
+}
+
+TEST(AttentionFused, MatchesReferenceLongContextSplitKv) {
+  ThreadPool pool(2);  // one query x one kv head: the split-KV (flash-decoding) path
+  for (const Scheme& sc : all_schemes(128)) run_case(sc, {128, 1, 8, 4097, 1, 0, 0, 64}, pool);
+  for (int d : {64, 256})
+    for (const Scheme& sc : all_schemes(d))
+      if (sc.is_bf16 || sc.s.kind == quant::KvKind::kAffine || sc.s.k_bits == 8 || sc.s.v_bits == 3)
+        for (int group : {1, 8}) run_case(sc, {d, 1, group, 4097, 1, 0, 0, 64}, pool);
+  for (int d : {64, 128})
+    run_case(all_schemes(d)[9], {d, 1, 3, 4097, 3, 0, 0, 64}, pool);
+}
+
+TEST(AttentionFused, Bf16PrefixThenQuantized) {
+  ThreadPool pool(2);
+  for (int d : {64, 128})
+    for (const Scheme& sc : all_schemes(d))
+      for (int64_t qs : {1, 15, 16, 17, 100})
+        run_case(sc, {d, 2, 4, 120, 7, 0, qs, 16}, pool);
+  run_case(all_schemes(128)[9], {128, 1, 4, 4097, 1, 0, 1000, 64}, pool);
+}
+
+TEST(AttentionFused, SlidingWindowWithReleasedPages) {
+  ThreadPool pool(2);
+  for (int d : {64, 256})
+    for (const Scheme& sc : all_schemes(d))
+      for (int64_t window : {1, 5, 33, 512}) run_case(sc, {d, 1, 4, 700, 4, window, 0, 16}, pool);
+}
+
+// Attention is linear in V: un-rotating the p-weighted sum of rotated rows once
+// equals the p-weighted sum of eagerly un-rotated rows. fp32 bound: both sides
+// sum n terms (n u Σ p|v| each) and run log2(d) butterfly stages on values of
+// magnitude <= sqrt(d) max|ṽ| ((log2 d + 1) u sqrt(d) max|ṽ| Σp).
+TEST(AttentionFused, DeferredUnrotationEqualsEager) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> ud(0.f, 1.f);
+  for (int d : {64, 128, 256, 512})
+    for (int vb : {2, 3, 4, 5, 8}) {
+      const int n = 300;
+      const quant::KvScheme s{quant::KvKind::kTurbo, 8, vb, d};
+      const quant::KvRowLayout lay = quant::kv_row_layout(s);
+      std::vector<uint8_t> rows(static_cast<size_t>(n * lay.row_bytes));
+      std::vector<float> x(static_cast<size_t>(n * d)), p(static_cast<size_t>(n));
+      for (auto& e : x) e = nd(rng);
+      for (auto& e : p) e = ud(rng);
+      KvEncodeParams ep;
+      ep.scheme = s;
+      ep.n_rows = n;
+      ep.k = x.data();
+      ep.v = x.data();
+      ep.out = kv_planes_interleaved(rows.data(), lay);
+      kvcodec_encode_ref(ep);
+      std::vector<float> eager(static_cast<size_t>(n * d)), rot(eager.size());
+      KvDequantParams dp;
+      dp.scheme = s;
+      dp.n_rows = n;
+      dp.in = ep.out;
+      dp.v = eager.data();
+      kvcodec_dequant_ref(dp);
+      dp.v = rot.data();
+      dp.v_rotated = true;
+      kvcodec_dequant_ref(dp);
+      std::vector<float> a(static_cast<size_t>(d), 0.f), b(static_cast<size_t>(d), 0.f);
+      double psum = 0, rmax = 0, vmax = 0;
+      for (int j = 0; j < n; ++j) {
+        psum += p[static_cast<size_t>(j)];
+        for (int e = 0; e < d; ++e) {
+          a[static_cast<size_t>(e)] += p[static_cast<size_t>(j)] * eager[static_cast<size_t>(j * d + e)];
+          b[static_cast<size_t>(e)] += p[static_cast<size_t>(j)] * rot[static_cast<size_t>(j * d + e)];
+          rmax = std::max(rmax, static_cast<double>(std::fabs(rot[static_cast<size_t>(j * d + e)])));
+          vmax = std::max(vmax, static_cast<double>(std::fabs(eager[static_cast<size_t>(j * d + e)])));
+        }
+      }
+      quant::fwht_inverse(b.data(), d, quant::turbo_signs(d), quant::turbo_inv_sqrt(d));
+      const double u = std::ldexp(1.0, -24);
+      const double tol = psum * u * (2.0 * n * std::max(vmax, rmax) + 2.0 * (std::log2(d) + 1) * std::sqrt(d) * rmax);
+      double max_err = 0;
+      int at = 0;
+      for (int e = 0; e < d; ++e) {
+        ASSERT_TRUE(std::isfinite(b[static_cast<size_t>(e)]));
+        const double err = std::fabs(static_cast<double>(a[static_cast<size_t>(e)]) - b[static_cast<size_t>(e)]);
+        if (err > max_err) max_err = err, at = e;
+      }
+      EXPECT_LE(max_err, tol) << "d " << d << " v" << vb << " at " << at;
+    }
+}
+
+}  // namespace
+}  // namespace tkv::kernels::testing

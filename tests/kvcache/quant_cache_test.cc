@@ -1,0 +1,264 @@
+// Quantized caches through the KvCache interface: the reference path equals
+// attention_f32_ref on the expected dequantized K/V bit for bit (bf16 below
+// --kv-quant-start, the codec round trip from there: the boundary is exact), the
+// fused path matches it within the derived bound, sliding-window layers rotate
+// their pages, and fork/trim/free keep sequences independent with pages reused.
+#include <gtest/gtest.h>
+
+#include "../kernels/attention/attention_fused_test.h"
+#include "kvcache/kv_cache.h"
+
+namespace tkv::kv {
+namespace {
+
+using kernels::testing::TolInputs;
+
+// Expected contents of one sequence: dequantized K/V per position.
+struct Expect {
+  std::vector<float> k, v;
+};
+
+// What the cache should store for rows of positions [pos0, pos0+n).
+void expected_rows(const std::string& scheme, int64_t quant_start, int d, int nkv, int64_t pos0, int64_t n,
+                   const float* k, const float* v, Expect* ex) {
+  const size_t row = static_cast<size_t>(nkv) * d;
+  ex->k.resize(static_cast<size_t>(pos0 + n) * row);
+  ex->v.resize(ex->k.size());
+  for (int64_t t = 0; t < n; ++t) {
+    float* ko = ex->k.data() + static_cast<size_t>(pos0 + t) * row;
+    float* vo = ex->v.data() + static_cast<size_t>(pos0 + t) * row;
+    if (scheme == "bf16" || pos0 + t < quant_start) {
+      for (size_t e = 0; e < row; ++e)
+        ko[e] = bf16_to_f32(f32_to_bf16(k[t * row + e])), vo[e] = bf16_to_f32(f32_to_bf16(v[t * row + e]));
+      continue;
+    }
+    const quant::KvScheme s = quant::parse_kv_scheme(scheme, d).value();
+    const quant::KvRowLayout lay = quant::kv_row_layout(s);
+    std::vector<uint8_t> buf(static_cast<size_t>(lay.row_bytes * nkv));
+    kernels::KvEncodeParams ep;
+    ep.scheme = s;
+    ep.n_rows = nkv;
+    ep.k = k + t * row;
+    ep.v = v + t * row;
+    ep.out = kernels::kv_planes_interleaved(buf.data(), lay);
+    kernels::kvcodec_encode_ref(ep);
+    kernels::KvDequantParams dp;
+    dp.scheme = s;
+    dp.n_rows = nkv;
+    dp.in = ep.out;
+    dp.k = ko;
+    dp.v = vo;
+    kernels::kvcodec_dequant_ref(dp);
+  }
+}
+
+struct Rig {
+  std::string scheme;
+  int64_t quant_start = 0;
+  int d = 64, nkv = 2, group = 3;
+  std::vector<int64_t> windows{0};
+  std::unique_ptr<KvCache> fused, ref;
+  std::mt19937 rng{7};
+
+  void make(CacheOptions o) {
+    o.scheme = scheme;
+    o.quant_start = quant_start;
+    KvShape shape{static_cast<int>(windows.size()), nkv, d, windows};
+    o.attn = AttnPath::kFused;
+    auto a = create_cache(shape, o);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    fused = std::move(a).value();
+    o.attn = AttnPath::kReference;
+    auto b = create_cache(shape, o);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    ref = std::move(b).value();
+  }
+
+  // Appends n tokens to seq in both caches, attends every layer, checks outputs.
+  void step(int seq, int64_t n, Expect* ex, ThreadPool& pool) {
+    std::normal_distribution<float> nd(0.f, 1.f);
+    const int n_heads = nkv * group;
+    const size_t row = static_cast<size_t>(nkv) * d;
+    const int64_t pos0 = fused->seq_len(seq);
+    ASSERT_EQ(pos0, ref->seq_len(seq));
+    std::vector<float> k(static_cast<size_t>(n) * row), v(k.size()), q(static_cast<size_t>(n * n_heads * d));
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    for (auto& x : q) x = nd(rng);
+    expected_rows(scheme, quant_start, d, nkv, pos0, n, k.data(), v.data(), ex);
+    ASSERT_TRUE(fused->reserve(seq, n).ok());
+    ASSERT_TRUE(ref->reserve(seq, n).ok());
+    for (int l = 0; l < static_cast<int>(windows.size()); ++l) {
+      fused->write(l, seq, pos0, n, k.data(), v.data());
+      ref->write(l, seq, pos0, n, k.data(), v.data());
+      std::vector<float> of(q.size()), orf(q.size()), oe(q.size());
+      kernels::AttnArgs a{q.data(), of.data(), n, n_heads, pos0, windows[static_cast<size_t>(l)],
+                          1.0f / std::sqrt(static_cast<float>(d))};
+      fused->attend(l, seq, a, pool);
+      a.out = orf.data();
+      ref->attend(l, seq, a, pool);
+      a.out = oe.data();
+      kernels::attention_f32_ref(ex->k.data(), ex->v.data(), pos0 + n, nkv, d, a);
+      ASSERT_EQ(0, std::memcmp(orf.data(), oe.data(), oe.size() * sizeof(float)))
+          << scheme << " reference path != oracle on expected rows, layer " << l << " pos0 " << pos0;
+      TolInputs ti;
+      for (float x : ex->v) ti.v_max = std::max(ti.v_max, static_cast<double>(std::fabs(x)));
+      ti.r_max = std::sqrt(static_cast<double>(d)) * ti.v_max;  // ṽ = H(sign v̂)/sqrt(d): |ṽ_e| <= |v̂|_2
+      double kmax = 0, qmax = 0;
+      for (float x : ex->k) kmax = std::max(kmax, static_cast<double>(std::fabs(x)));
+      for (float x : q) qmax = std::max(qmax, static_cast<double>(std::fabs(x)));
+      ti.qk_abs_max = d * kmax * qmax * a.scale;
+      const double tol = kernels::testing::fused_tolerance(ti, d, pos0 + n);
+      double max_err = 0;
+      size_t at = 0;
+      for (size_t i = 0; i < of.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(of[i]));
+        const double e = std::fabs(static_cast<double>(of[i]) - orf[i]);
+        if (e > max_err) max_err = e, at = i;
+      }
+      EXPECT_LE(max_err, tol) << scheme << " fused vs reference, layer " << l << " pos0 " << pos0 << " at " << at;
+    }
+    fused->commit(seq, n);
+    ref->commit(seq, n);
+  }
+};
+
+const char* kSchemes[] = {"bf16", "8", "4", "turbo", "turbo:k8v8", "turbo:k4v3", "turbo:k2v2", "turbo:k5v5"};
+
+TEST(QuantCache, PrefillDecodeAndQuantStartBoundary) {
+  ThreadPool pool(2);
+  for (const char* s : kSchemes)
+    for (int64_t qs : {0, 1, 16, 17, 40}) {
+      Rig r;
+      r.scheme = s;
+      r.quant_start = qs;
+      CacheOptions o;
+      o.page_size = 16;
+      o.max_tokens = 256;
+      o.max_seqs = 2;
+      r.make(o);
+      Expect ex;
+      auto seq = r.fused->create_seq();
+      ASSERT_TRUE(seq.ok());
+      ASSERT_EQ(*seq, r.ref->create_seq().value());
+      r.step(*seq, 15, &ex, pool);  // page - 1
+      r.step(*seq, 2, &ex, pool);   // crosses the page (17 = page + 1)
+      for (int i = 0; i < 8; ++i) r.step(*seq, 1, &ex, pool);
+      r.step(*seq, 33, &ex, pool);
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST(QuantCache, SlidingWindowPagesRotate) {
+  ThreadPool pool(2);
+  for (const char* s : {"bf16", "turbo", "4"}) {
+    Rig r;
+    r.scheme = s;
+    r.quant_start = 20;
+    r.windows = {0, 24};
+    CacheOptions o;
+    o.page_size = 16;
+    o.max_tokens = 700;
+    o.max_seqs = 1;
+    o.max_chunk_tokens = 8;  // window pool: ceil((24 + 8) / 16) + 3 = 5 pages
+    r.make(o);
+    Expect ex;
+    auto seq = r.fused->create_seq();
+    (void)r.ref->create_seq();
+    for (int i = 0; i < 75; ++i) r.step(*seq, 8, &ex, pool);  // 600 tokens through a 5-page window pool
+    if (HasFatalFailure()) return;
+    r.fused->trim_seq(*seq, 595);  // within the one-page slack
+    r.ref->trim_seq(*seq, 595);
+    ex.k.resize(595 * 2 * 64), ex.v.resize(595 * 2 * 64);
+    r.step(*seq, 3, &ex, pool);
+  }
+}
+
+TEST(QuantCache, ForkTrimFreeAndPageReuse) {
+  ThreadPool pool(2);
+  for (const char* s : kSchemes) {
+    Rig r;
+    r.scheme = s;
+    r.quant_start = 10;
+    CacheOptions o;
+    o.page_size = 8;
+    o.max_tokens = 128;
+    o.max_seqs = 3;
+    r.make(o);
+    const size_t alloc = r.fused->allocated_bytes();
+    Expect ea, eb;
+    auto a = r.fused->create_seq();
+    (void)r.ref->create_seq();
+    r.step(*a, 13, &ea, pool);  // partial page, straddles quant_start
+    auto b = r.fused->fork_seq(*a);
+    ASSERT_TRUE(b.ok());
+    ASSERT_EQ(*b, r.ref->fork_seq(*a).value());
+    eb = ea;
+    r.step(*b, 5, &eb, pool);  // b diverges ...
+    r.step(*a, 4, &ea, pool);  // ... and a still sees only its own rows
+    r.fused->trim_seq(*a, 9);
+    r.ref->trim_seq(*a, 9);
+    ea.k.resize(9 * 2 * 64), ea.v.resize(9 * 2 * 64);
+    r.step(*a, 6, &ea, pool);  // re-append across the boundary after a trim
+    r.step(*b, 1, &eb, pool);
+    r.fused->free_seq(*a);
+    r.fused->free_seq(*b);
+    auto c = r.fused->create_seq();
+    ASSERT_TRUE(c.ok());
+    // Capacity: max_tokens in the scheme's pool, plus the bf16 prefix below quant_start.
+    const int64_t cap = 128 + (std::string(s) == "bf16" ? 0 : 10);
+    EXPECT_EQ(cap, r.fused->capacity_tokens());
+    EXPECT_TRUE(r.fused->reserve(*c, cap).ok()) << s << ": freed pages must be reusable";
+    EXPECT_FALSE(r.fused->reserve(*c, cap + 1).ok()) << s << ": capacity exceeded";
+    EXPECT_EQ(alloc, r.fused->allocated_bytes());
+  }
+}
+
+TEST(QuantCache, BytesPerTokenAndNames) {
+  KvShape shape{2, 4, 128, {0, 0}};
+  CacheOptions o;
+  o.scheme = "turbo";
+  auto c = create_cache(shape, o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value()->bytes_per_token(), 2u * 4u * 200u);  // spec §1: k8v3 = 200 B per token per kv head at D=128
+  EXPECT_EQ(c.value()->scheme_name(), "turbo:k8v3");
+  o.scheme = "bf16";
+  EXPECT_EQ(create_cache(shape, o).value()->bytes_per_token(), 2u * 4u * 512u);
+}
+
+TEST(QuantCache, BadSchemesAndHeadDims) {
+  KvShape shape{1, 1, 64, {0}};
+  CacheOptions o;
+  for (const char* bad : {"turbo:k3v3", "turbo:k8v9", "q8", "", "turbo:", "16"}) {
+    o.scheme = bad;
+    auto c = create_cache(shape, o);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("turbo:k<K>v<V>"), std::string::npos) << c.status().message();
+    EXPECT_FALSE(check_kv_scheme_syntax(bad).ok());
+  }
+  KvShape odd{1, 1, 80, {0}};
+  o.scheme = "turbo";
+  auto c = create_cache(odd, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("head_dim 80"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("64, 128, 256, 512"), std::string::npos) << c.status().message();
+  o.scheme = "bf16";
+  EXPECT_TRUE(create_cache(odd, o).ok());
+  EXPECT_FALSE(parse_attn_path("fast").ok());
+  EXPECT_FALSE(parse_swa_mode("f16").ok());
+}
+
+TEST(QuantCache, MemoryModel) {
+  KvShape shape{4, 2, 64, {0, 512, 0, 512}};
+  CacheOptions o;
+  o.scheme = "turbo";
+  const KvMemoryModel m = kv_memory_model(shape, o).value();
+  const size_t row = 64 + 24 + 12;  // k8 + v3 + 3 fp16 per 32-group
+  EXPECT_EQ(m.full_bytes_per_token, 2 * 2 * row);
+  EXPECT_EQ(m.bytes_per_token, 4 * 2 * row);
+  EXPECT_EQ(m.window_bytes_per_seq, 2 * 2 * row * 512);
+  EXPECT_EQ(kv_max_context(m, m.window_bytes_per_seq + 10 * m.full_bytes_per_token), 10);
+}
+
+}  // namespace
+}  // namespace tkv::kv

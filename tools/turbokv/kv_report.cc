@@ -1,0 +1,79 @@
+// turbokv bench --kv-report: KV memory per scheme for the loaded model: bytes per
+// token over all layers, the bytes a cache of --ctx tokens actually allocates,
+// and the longest single-sequence context that fits in --kv-budget.
+#include <cstdio>
+#include <sstream>
+
+#include "kvcache/kv_cache.h"
+#include "tools/turbokv/commands.h"
+
+namespace tkv::cli {
+namespace {
+
+// "8GiB", "512MiB", "1.5GB", "1e9" -> bytes; 0 on a malformed value.
+size_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    return 0;
+  }
+  const std::string unit = s.substr(pos);
+  const double mul = unit == "" || unit == "B" ? 1.0
+                     : unit == "KiB"           ? 1024.0
+                     : unit == "MiB"           ? 1048576.0
+                     : unit == "GiB"           ? 1073741824.0
+                     : unit == "KB"            ? 1e3
+                     : unit == "MB"            ? 1e6
+                     : unit == "GB"            ? 1e9
+                                               : -1.0;
+  return mul > 0 && v > 0 ? static_cast<size_t>(v * mul) : 0;
+}
+
+}  // namespace
+
+int run_kv_report(const CommonOptions& common, const std::string& budget_text, const std::string& schemes_text) {
+  const size_t budget = parse_bytes(budget_text);
+  if (budget == 0) {
+    std::fprintf(stderr, "error: [bench] bad --kv-budget '%s' (e.g. 8GiB, 512MiB, 2GB)\n", budget_text.c_str());
+    return 1;
+  }
+  auto eng = make_engine(common);
+  if (!eng) return 1;
+  const kv::KvShape shape = eng->model().kv_shape();
+  std::vector<std::string> schemes;
+  std::stringstream ss(schemes_text.empty() ? "bf16,8,4,turbo:k8v8,turbo:k8v4,turbo:k8v3,turbo:k4v3,turbo:k4v2"
+                                            : schemes_text);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) schemes.push_back(x);
+  std::printf("model %s: %d layers, %d kv heads, head_dim %d; --ctx %lld, budget %s\n",
+              eng->model().config().name.c_str(), shape.n_layers, shape.n_kv_heads, shape.head_dim,
+              static_cast<long long>(common.ctx), budget_text.c_str());
+  std::printf("| kv | bytes/token (all layers) | vs bf16 | allocated for ctx (measured) | window bytes/seq | max ctx in budget |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  size_t bf16_bpt = 0;
+  for (const auto& s : schemes) {
+    kv::CacheOptions o;
+    o.scheme = s;
+    o.max_tokens = common.ctx;
+    o.max_seqs = 1;
+    o.quant_start = common.kv_quant_start;
+    o.swa_bf16 = common.kv_quant_swa == "bf16";
+    o.max_chunk_tokens = common.ubatch;
+    auto m = kv::kv_memory_model(shape, o);
+    auto cache = kv::create_cache(shape, o);
+    if (!m.ok() || !cache.ok()) {
+      std::fprintf(stderr, "error: %s\n", (m.ok() ? cache.status() : m.status()).message().c_str());
+      return 1;
+    }
+    if (s == "bf16") bf16_bpt = m.value().bytes_per_token;
+    const int64_t max_ctx = kv::kv_max_context(m.value(), budget);
+    std::printf("| %s | %zu | %s | %zu | %zu | %lld |\n", cache.value()->scheme_name().c_str(), m.value().bytes_per_token,
+                bf16_bpt ? fmt::format("{:.2f}x", static_cast<double>(bf16_bpt) / m.value().bytes_per_token).c_str() : "-",
+                cache.value()->allocated_bytes(), m.value().window_bytes_per_seq, static_cast<long long>(max_ctx));
+  }
+  return 0;
+}
+
+}  // namespace tkv::cli
