@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/timer.h"
 #include "model/model.h"
 
 namespace tkv::model {
@@ -46,7 +47,9 @@ void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int
   a.q_pos0 = pos0;
   a.window = c.layer_window[static_cast<size_t>(il)];
   a.scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  const double t0 = now_ms();
   cache.attend(il, seq, a, pool);
+  attn_ms_ += now_ms() - t0;
 
   kernels::matmul_cpu(L.wo, attn_.data(), h_.data(), n, pool);
   if (c.post_norms) kernels::rms_norm(h_.data(), L.post_attn_norm.data(), h_.data(), n, d, c.rms_eps);

@@ -47,6 +47,10 @@ class Model {
   // all_logits else 1 (the last token).
   Status forward(kv::KvCache& cache, int seq, const int32_t* tokens, int64_t n, bool all_logits,
                  float* logits, ThreadPool& pool);
+  // Wall time spent inside KvCache::attend since the last reset (for bench's
+  // attention-only figure; two clock reads per layer).
+  double attention_ms() const { return attn_ms_; }
+  void reset_attention_ms() { attn_ms_ = 0; }
 
  private:
   Model() = default;
@@ -59,6 +63,7 @@ class Model {
   // Scratch activations, grown on demand: [n, d_model] etc.
   std::vector<float> x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_, tmp_;
   std::vector<int32_t> pos_;
+  double attn_ms_ = 0;
 };
 
 }  // namespace tkv::model

@@ -35,94 +35,128 @@ std::vector<std::string> split(const std::string& s) {
 struct Row {
   std::string scheme, test;
   int64_t depth;
-  double tok_s, gbs;
+  double tok_s, gbs, attn_us_per_tok;
 };
 
+// One engine (one scheme): runs every (depth, pp, tg) test and appends rows.
+class SchemeBench {
+ public:
+  SchemeBench(runtime::Engine& eng, const BenchArgs& a) : eng_(eng), a_(a), rng_(1234) {}
+
+  Status run(std::vector<Row>& rows) {
+    auto& kv = eng_.cache();
+    for (int d : a_.depth) {
+      TKV_ASSIGN_OR_RETURN(int s, kv.create_seq());
+      ctx_tokens_ = rand_tokens(std::max(d, 1));
+      for (int p : a_.n_prompt)
+        if (p > 0) TKV_RETURN_IF_ERROR(prefill_test(s, d, p, rows));
+      for (int g : a_.n_gen)
+        if (g > 0) TKV_RETURN_IF_ERROR(decode_test(s, d, g, rows));
+      kv.free_seq(s);
+    }
+    return Status();
+  }
+
+ private:
+  std::vector<int32_t> rand_tokens(int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    const auto nv = static_cast<uint32_t>(eng_.model().config().n_vocab);
+    for (auto& x : t) x = static_cast<int32_t>(rng_() % nv);
+    return t;
+  }
+  // Empties the sequence and refills it to `depth` tokens (untimed).
+  Status reset(int s, int depth) {
+    eng_.cache().trim_seq(s, 0);
+    if (depth > 0) TKV_RETURN_IF_ERROR(eng_.prefill(s, ctx_tokens_, &logits_));
+    eng_.model().reset_attention_ms();
+    return Status();
+  }
+  // Median over reps after one warm-up; returns {wall ms, attention ms} of the median run.
+  template <typename F>
+  Result<std::pair<double, double>> timed(int s, int depth, F&& body) {
+    std::vector<std::pair<double, double>> ts;
+    for (int r = 0; r <= a_.reps; ++r) {
+      TKV_RETURN_IF_ERROR(reset(s, depth));
+      Timer tm;
+      TKV_RETURN_IF_ERROR(body());
+      if (r > 0) ts.emplace_back(tm.elapsed_ms(), eng_.model().attention_ms());
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+  }
+  Status prefill_test(int s, int depth, int p, std::vector<Row>& rows) {
+    const auto toks = rand_tokens(p);
+    TKV_ASSIGN_OR_RETURN(auto t, timed(s, depth, [&] { return eng_.prefill(s, toks, &logits_); }));
+    rows.push_back({eng_.cache().scheme_name(), "pp" + std::to_string(p), depth, p * 1000.0 / t.first, 0.0,
+                    t.second * 1000.0 / p});
+    return Status();
+  }
+  Status decode_test(int s, int depth, int g, std::vector<Row>& rows) {
+    TKV_ASSIGN_OR_RETURN(auto t, timed(s, depth, [&]() -> Status {
+      int32_t tok = 1;
+      for (int i = 0; i < g; ++i) {
+        TKV_RETURN_IF_ERROR(eng_.decode(s, tok, &logits_));
+        tok = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+      }
+      return Status();
+    }));
+    const double tok_s = g * 1000.0 / t.first;
+    // Bytes that must move per decoded token: every weight matrix once plus the
+    // KV read by attention (the mean context over the run).
+    const double kv_bytes = static_cast<double>(eng_.cache().bytes_per_token()) * (depth + g / 2.0);
+    const double bytes = static_cast<double>(eng_.model().weight_bytes_per_token()) + kv_bytes;
+    rows.push_back({eng_.cache().scheme_name(), "tg" + std::to_string(g), depth, tok_s, tok_s * bytes / 1e9,
+                    t.second * 1000.0 / g});
+    return Status();
+  }
+
+  runtime::Engine& eng_;
+  const BenchArgs& a_;
+  std::mt19937 rng_;
+  std::vector<int32_t> ctx_tokens_;
+  std::vector<float> logits_;
+};
+
+void print_rows(const BenchArgs& a, const std::string& model_name, const std::vector<Row>& rows) {
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = model_name;
+    j["threads"] = a.common.threads;
+    for (const auto& r : rows)
+      j["rows"].push_back({{"engine", "turbokv"}, {"model", model_name}, {"scheme", r.scheme}, {"test", r.test},
+                           {"depth", r.depth}, {"tok_s", r.tok_s}, {"gbs", r.gbs},
+                           {"attn_us_per_tok", r.attn_us_per_tok}, {"path", a.common.kv_attn}});
+    std::printf("%s\n", j.dump(1).c_str());
+    return;
+  }
+  std::printf("| model | kv | test | depth | tok/s | GB/s read | attention µs/tok |\n|---|---|---|---|---|---|---|\n");
+  for (const auto& r : rows)
+    std::printf("| %s | %s | %s | %lld | %.2f | %s | %.1f |\n", model_name.c_str(), r.scheme.c_str(), r.test.c_str(),
+                static_cast<long long>(r.depth), r.tok_s, r.gbs > 0 ? fmt::format("{:.2f}", r.gbs).c_str() : "-",
+                r.attn_us_per_tok);
+}
+
 int run_bench(BenchArgs& a) {
-  std::vector<std::string> schemes = split(a.schemes.empty() ? a.common.kv_quant : a.schemes);
   std::vector<Row> rows;
   std::string model_name;
-  for (const auto& scheme : schemes) {
+  for (const auto& scheme : split(a.schemes.empty() ? a.common.kv_quant : a.schemes)) {
     CommonOptions co = a.common;
     co.kv_quant = scheme;
     int64_t need = 0;
-    for (int d : a.depth) for (int p : a.n_prompt) for (int g : a.n_gen) need = std::max<int64_t>(need, d + std::max(p, g) + 8);
+    for (int d : a.depth)
+      for (int p : a.n_prompt)
+        for (int g : a.n_gen) need = std::max<int64_t>(need, d + std::max(p, g) + 8);
     co.ctx = std::max<int64_t>(co.ctx, need);
     auto eng = make_engine(co);
     if (!eng) return 1;
     model_name = eng->model().config().name;
-    const int nv = eng->model().config().n_vocab;
-    std::mt19937 rng(1234);
-    auto rand_tokens = [&](int n) {
-      std::vector<int32_t> t(static_cast<size_t>(n));
-      for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
-      return t;
-    };
-    auto& kv = eng->cache();
-    std::vector<float> logits;
-    for (int d : a.depth) {
-      auto seq = kv.create_seq();
-      if (!seq.ok()) return 1;
-      const int s = seq.value();
-      const auto ctx_tokens = rand_tokens(std::max(d, 1));
-      auto reset = [&] {
-        kv.trim_seq(s, 0);
-        if (d > 0) (void)eng->prefill(s, ctx_tokens, &logits);
-      };
-      for (int p : a.n_prompt) {
-        if (p <= 0) continue;
-        const auto toks = rand_tokens(p);
-        double ms = 0;
-        std::vector<double> ts;
-        for (int r = 0; r <= a.reps; ++r) {
-          reset();
-          Timer tm;
-          Status st = eng->prefill(s, toks, &logits);
-          if (!st.ok()) { std::fprintf(stderr, "error: %s\n", st.message().c_str()); return 1; }
-          if (r > 0) ts.push_back(tm.elapsed_ms());
-        }
-        std::sort(ts.begin(), ts.end());
-        ms = ts[ts.size() / 2];
-        rows.push_back({kv.scheme_name(), "pp" + std::to_string(p), d, p * 1000.0 / ms, 0.0});
-      }
-      for (int g : a.n_gen) {
-        if (g <= 0) continue;
-        std::vector<double> ts;
-        for (int r = 0; r <= a.reps; ++r) {
-          reset();
-          Timer tm;
-          int32_t t = 1;
-          for (int i = 0; i < g; ++i) {
-            Status st = eng->decode(s, t, &logits);
-            if (!st.ok()) { std::fprintf(stderr, "error: %s\n", st.message().c_str()); return 1; }
-            t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-          }
-          if (r > 0) ts.push_back(tm.elapsed_ms());
-        }
-        std::sort(ts.begin(), ts.end());
-        const double tok_s = g * 1000.0 / ts[ts.size() / 2];
-        const double kv_bytes = static_cast<double>(kv.bytes_per_token()) * (d + g / 2.0);
-        const double bytes = static_cast<double>(eng->model().weight_bytes_per_token()) + kv_bytes;
-        rows.push_back({kv.scheme_name(), "tg" + std::to_string(g), d, tok_s, tok_s * bytes / 1e9});
-      }
-      kv.free_seq(s);
+    Status st = SchemeBench(*eng, a).run(rows);
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return 1;
     }
   }
-  const int threads = a.common.threads;
-  if (a.json) {
-    nlohmann::json j;
-    j["model"] = model_name;
-    j["threads"] = threads;
-    for (const auto& r : rows)
-      j["rows"].push_back({{"engine", "turbokv"}, {"model", model_name}, {"scheme", r.scheme}, {"test", r.test},
-                           {"depth", r.depth}, {"tok_s", r.tok_s}, {"gbs", r.gbs}});
-    std::printf("%s\n", j.dump(1).c_str());
-  } else {
-    std::printf("| model | kv | test | depth | tok/s | GB/s read |\n|---|---|---|---|---|---|\n");
-    for (const auto& r : rows)
-      std::printf("| %s | %s | %s | %lld | %.2f | %s |\n", model_name.c_str(), r.scheme.c_str(), r.test.c_str(),
-                  static_cast<long long>(r.depth), r.tok_s, r.gbs > 0 ? fmt::format("{:.2f}", r.gbs).c_str() : "-");
-  }
+  print_rows(a, model_name, rows);
   return 0;
 }
 }  // namespace
