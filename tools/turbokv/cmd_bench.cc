@@ -22,6 +22,7 @@ struct BenchArgs {
   bool json = false;
   bool kv_report = false;       // --kv-report (kv_report.cc)
   std::string kv_budget = "8GiB";
+  std::string fill = "random";  // how depth context is made: random K/V rows | model prefill
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -64,11 +65,31 @@ class SchemeBench {
     for (auto& x : t) x = static_cast<int32_t>(rng_() % nv);
     return t;
   }
-  // Empties the sequence and refills it to `depth` tokens (untimed).
+  // Empties the sequence and refills it to `depth` tokens (untimed): by running
+  // the model over random tokens (--fill model), or by writing random N(0,1) K/V
+  // rows straight into every layer (--fill random, the default: attention cost
+  // does not depend on the values, and a 16k context fills in seconds).
   Status reset(int s, int depth) {
-    eng_.cache().trim_seq(s, 0);
-    if (depth > 0) TKV_RETURN_IF_ERROR(eng_.prefill(s, ctx_tokens_, &logits_));
+    auto& kv = eng_.cache();
+    kv.trim_seq(s, 0);
     eng_.model().reset_attention_ms();
+    if (depth <= 0) return Status();
+    if (a_.fill == "model") return eng_.prefill(s, ctx_tokens_, &logits_);
+    const auto& sh = kv.shape();
+    const int64_t chunk = 256, row = int64_t{sh.n_kv_heads} * sh.head_dim;
+    if (fill_k_.empty()) {
+      std::normal_distribution<float> nd(0.f, 1.f);
+      fill_k_.resize(static_cast<size_t>(chunk * row));
+      fill_v_.resize(fill_k_.size());
+      for (auto& x : fill_k_) x = nd(rng_);
+      for (auto& x : fill_v_) x = nd(rng_);
+    }
+    for (int64_t p0 = 0; p0 < depth; p0 += chunk) {
+      const int64_t n = std::min<int64_t>(chunk, depth - p0);
+      TKV_RETURN_IF_ERROR(kv.reserve(s, n));
+      for (int l = 0; l < sh.n_layers; ++l) kv.write(l, s, p0, n, fill_k_.data(), fill_v_.data());
+      kv.commit(s, n);
+    }
     return Status();
   }
   // Median over reps after one warm-up; returns {wall ms, attention ms} of the median run.
@@ -115,6 +136,7 @@ class SchemeBench {
   std::mt19937 rng_;
   std::vector<int32_t> ctx_tokens_;
   std::vector<float> logits_;
+  std::vector<float> fill_k_, fill_v_;
 };
 
 void print_rows(const BenchArgs& a, const std::string& model_name, const std::vector<Row>& rows) {
@@ -171,6 +193,8 @@ RunFn add_bench(CLI::App& app) {
   sub->add_option("--schemes", a->schemes, "Comma-separated KV schemes (default: --kv-quant)");
   sub->add_option("-r,--reps", a->reps, "Repetitions (median reported)")->check(CLI::PositiveNumber);
   sub->add_flag("--json", a->json, "JSON output");
+  sub->add_option("--fill", a->fill, "Depth context: random K/V rows written to the cache, or a model prefill")
+      ->check(CLI::IsMember({"random", "model"}));
   sub->add_flag("--kv-report", a->kv_report, "Print KV bytes/token, allocation and max context per scheme, then exit");
   sub->add_option("--kv-budget", a->kv_budget, "KV memory budget for --kv-report (e.g. 8GiB)");
   return [a] { return a->kv_report ? run_kv_report(a->common, a->kv_budget, a->schemes) : run_bench(*a); };
