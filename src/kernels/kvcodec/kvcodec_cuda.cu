@@ -1,39 +1,103 @@
-// Compile-only CUDA sanity kernel for the KV codec: it instantiates every inline
-// TKV_HD codec function from src/quant on the device, so the cuda-release preset
-// proves the format headers are __host__ __device__ clean. One thread per row; the
-// real CUDA encode/decode kernels (warp per group) come with the CUDA attention work.
-#include <cstdint>
-
-#include "quant/affine_kv.h"
+// CUDA encode kernel of the KV codec: thread e of a (token, kv head) block owns
+// element e; warp g is 32-group g. K: warp min/max, then quant::turbo_k_group_params
+// and turbo_k_quantize per element; V: random-sign FWHT (butterflies of
+// quant::fwht_stages, shuffles then shared memory), RMS over the group summed in
+// index order as quant::turbo_v_encode_group, turbo_v_bucket. Packing is
+// quant::bitpack_pack. No fast-math anywhere: the bits equal kvcodec_encode_ref's.
+#include "kernels/kvcodec/kvcodec_cuda.h"
 #include "quant/turbo_v.h"
 
-namespace tkv::kernels {
+namespace tkv::kernels::cuda_detail {
+namespace {
 
-__global__ void kvcodec_sanity_kernel(const float* k /*[n_rows, d]*/, const float* v /*[n_rows, d]*/, int n_rows,
-                                      int d, int k_bits, int v_bits, const float* sign /*[d]*/, float inv_sqrt,
-                                      const float* boundaries /*[2^v_bits-1]*/, const float* centroids /*[2^v_bits]*/,
-                                      uint8_t* k_packed /*[n_rows, d*k_bits/8]*/, uint16_t* k_scale /*[n_rows, d/32]*/,
-                                      uint16_t* k_zero /*[n_rows, d/32]*/, uint8_t* v_packed /*[n_rows, d*v_bits/8]*/,
-                                      uint16_t* v_scale /*[n_rows, d/32]*/, float* k_out /*[n_rows, d]*/,
-                                      float* v_out /*[n_rows, d]*/) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= n_rows || d > 512) return;
-  float scratch[512];
-  const bool is_signed = k_bits == 8;
-  uint8_t* kp = k_packed + (int64_t)r * d * k_bits / 8;
-  uint8_t* vp = v_packed + (int64_t)r * d * v_bits / 8;
-  uint16_t* ks = k_scale + (int64_t)r * d / 32;
-  uint16_t* kz = k_zero + (int64_t)r * d / 32;
-  uint16_t* vs = v_scale + (int64_t)r * d / 32;
-  quant::turbo_k_encode_row(k + (int64_t)r * d, d, k_bits, is_signed, kp, ks, kz);
-  quant::turbo_k_dequant_row(kp, ks, kz, d, k_bits, is_signed, k_out + (int64_t)r * d);
-  quant::turbo_v_encode_row(v + (int64_t)r * d, d, v_bits, sign, inv_sqrt, boundaries, scratch, vp, vs);
-  quant::turbo_v_dequant_row(vp, vs, d, v_bits, centroids, sign, inv_sqrt, v_out + (int64_t)r * d);
-  quant::turbo_v_dequant_rotated_row(vp, vs, d, v_bits, centroids, scratch);
-  if (k_bits >= 4) {  // affine 4-bit (d/2 bytes, d/64 groups) fits in this row's K planes
-    quant::affine_encode_row(scratch, d, 4, kp, ks, kz);
-    quant::affine_dequant_row(kp, ks, kz, d, 4, k_out + (int64_t)r * d);
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ void encode_k(const KvEncodeCudaParams& p, float x, int64_t row, uint8_t* s_idx) {
+  const PagedKvFormat& f = p.cache.format;
+  const int e = threadIdx.x, lane = e % 32, g = e / 32;
+  const bool sgn = f.k_bits == 8 && f.k_signed;
+  float mn = x, mx = x;
+  for (int off = 16; off > 0; off >>= 1) {
+    mn = fminf(mn, __shfl_xor_sync(kFull, mn, off));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
+  }
+  float s, zp;
+  const bool regular = quant::turbo_k_group_params(mn, mx, f.k_bits, sgn, &s, &zp);
+  s_idx[e] = regular ? quant::turbo_k_quantize(x, s, zp, f.k_bits, sgn) : 0;
+  __syncwarp();
+  if (lane == 0) {
+    const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.k_bits);
+    quant::bitpack_pack(s_idx + g * 32, 32, f.k_bits, p.cache.k_data + row * f.k_row_bytes() + g * gb);
+    p.cache.k_scale[row * f.n_groups() + g] = f32_to_f16(s);
+    p.cache.k_zero[row * f.n_groups() + g] = f32_to_f16(zp);
   }
 }
 
-}  // namespace tkv::kernels
+__device__ void encode_v(const KvEncodeCudaParams& p, float x, int64_t row, const float* signs, float inv_sqrt,
+                         const float* boundaries, uint8_t* s_idx, float* s_x) {
+  const PagedKvFormat& f = p.cache.format;
+  const int e = threadIdx.x, lane = e % 32, g = e / 32, d = f.head_dim;
+  x = quant::mul_rn(x, signs[e]);
+  for (int h = 1; h < d; h <<= 1) {  // quant::fwht_stages: lower a+b, upper a-b, stage by stage
+    float other;
+    if (h < 32) {
+      other = __shfl_xor_sync(kFull, x, h);
+    } else {
+      s_x[e] = x;
+      __syncthreads();
+      other = s_x[e ^ h];
+      __syncthreads();
+    }
+    x = (e & h) ? quant::add_rn(other, -x) : quant::add_rn(x, other);
+  }
+  x = quant::mul_rn(x, inv_sqrt);
+  // quant::turbo_v_encode_group, one element per lane: the sum of squares runs in
+  // index order (every lane the same sequence), so s matches the scalar codec.
+  const float rh = round_f16(fminf(fmaxf(x, -quant::kF16Max), quant::kF16Max));
+  float ss = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    const float r = __shfl_sync(kFull, rh, i);
+    ss = quant::add_rn(ss, quant::mul_rn(r, r));
+  }
+  const float s = round_f16(sqrtf(quant::mul_rn(ss, 1.0f / 32.0f)));
+  s_idx[e] = (uint8_t)quant::turbo_v_bucket(quant::f16_div(rh, s), boundaries, f.v_bits);
+  __syncwarp();
+  if (lane == 0) {
+    const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.v_bits);
+    quant::bitpack_pack(s_idx + g * 32, 32, f.v_bits, p.cache.v_data + row * f.v_row_bytes() + g * gb);
+    p.cache.v_scale[row * f.n_groups() + g] = f32_to_f16(s);
+  }
+}
+
+__global__ void __launch_bounds__(512) kv_encode_kernel(const KvEncodeCudaParams p, const float* signs,
+                                                        float inv_sqrt, const float* boundaries) {
+  __shared__ uint8_t s_idx[512];
+  __shared__ float s_x[512];
+  const int t = blockIdx.x, h = blockIdx.y, e = threadIdx.x;
+  const int slot = p.slot_mapping[t];
+  if (slot < 0) return;  // uniform per block
+  const PagedKvFormat& f = p.cache.format;
+  const int d = f.head_dim;
+  const int64_t in = ((int64_t)t * p.cache.n_kv_heads + h) * d + e;
+  const int64_t row = (int64_t)slot * p.cache.n_kv_heads + h;
+  if (f.bf16) {
+    if (p.k) reinterpret_cast<uint16_t*>(p.cache.k_data)[row * d + e] = quant::bf16_kv_encode(p.k[in]);
+    if (p.v) reinterpret_cast<uint16_t*>(p.cache.v_data)[row * d + e] = quant::bf16_kv_encode(p.v[in]);
+    return;
+  }
+  if (p.k) encode_k(p, quant::sanitize_kv_input(p.k[in]), row, s_idx);
+  __syncthreads();  // s_idx is reused by V
+  if (p.v) encode_v(p, quant::sanitize_kv_input(p.v[in]), row, signs, inv_sqrt, boundaries, s_idx, s_x);
+}
+
+}  // namespace
+
+cudaError_t launch_kv_encode(const KvEncodeCudaParams& p, const float* signs, float inv_sqrt,
+                             const float* boundaries, cudaStream_t stream) {
+  if (p.n_tokens == 0) return cudaSuccess;
+  const dim3 grid(p.n_tokens, p.cache.n_kv_heads);
+  kv_encode_kernel<<<grid, p.cache.format.head_dim, 0, stream>>>(p, signs, inv_sqrt, boundaries);
+  return cudaGetLastError();
+}
+
+}  // namespace tkv::kernels::cuda_detail

@@ -1,0 +1,229 @@
+// H200 benchmark of the CUDA decode attention (turbo k8v3/k8v4/k4v3/k4v2 and
+// turbokv bf16) at the Llama-3-8B attention shape (32 q heads, 8 kv heads, d 128),
+// batch {1,8,32} x context {4k,32k,128k}: median µs over timed calls (CUDA events),
+// GB/s on the bytes read (decode_bytes_read) and % of the measured D2D copy
+// bandwidth (read + write); plus encode throughput. Writes JSON (--out).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/check.h"
+#include "base/status.h"
+#include "bench/cuda/fill_cuda.h"
+#include "device/cuda_check.h"
+#include "device/device.h"
+#include "kernels/attention_cuda/attention_cuda.h"
+#include "kernels/kvcodec/kvcodec_cuda.h"
+
+namespace tkv::bench {
+namespace {
+
+using kernels::PagedKvFormat;
+
+template <typename F>
+double median_us(F&& fn, int iters, int warm = 3) {
+  for (int i = 0; i < warm; ++i) fn();
+  TKV_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  TKV_CUDA_CHECK(cudaEventCreate(&a));
+  TKV_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms(iters);
+  for (int i = 0; i < iters; ++i) {
+    TKV_CUDA_CHECK(cudaEventRecord(a));
+    fn();
+    TKV_CUDA_CHECK(cudaEventRecord(b));
+    TKV_CUDA_CHECK(cudaEventSynchronize(b));
+    TKV_CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
+  }
+  TKV_CUDA_CHECK(cudaEventDestroy(a));
+  TKV_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return 1e3 * ms[iters / 2];
+}
+
+void* dmalloc(int64_t bytes) {
+  void* p = nullptr;
+  TKV_CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(bytes, 16)));
+  return p;
+}
+
+double copy_gbs() {
+  const int64_t n = int64_t(1) << 31;
+  void* a = dmalloc(n);
+  void* b = dmalloc(n);
+  TKV_CUDA_CHECK(fill_random_bytes(static_cast<uint8_t*>(a), n, 1));
+  const double us = median_us([&] { TKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
+  TKV_CUDA_CHECK(cudaFree(a));
+  TKV_CUDA_CHECK(cudaFree(b));
+  return 2.0 * n / (us * 1e-6) / 1e9;
+}
+
+struct Scheme {
+  const char* name;
+  PagedKvFormat f;
+};
+
+nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count, int minb) {
+  const int n_kv = 8, n_heads = 32, page = 16;
+  const PagedKvFormat& f = sc.f;
+  const int64_t pages = (int64_t)batch * ctx / page, rows = pages * page * n_kv;
+  auto* k = static_cast<uint8_t*>(dmalloc(rows * f.k_row_bytes()));
+  auto* v = static_cast<uint8_t*>(dmalloc(rows * f.v_row_bytes()));
+  uint16_t* ks = nullptr;
+  uint16_t* kz = nullptr;
+  uint16_t* vs = nullptr;
+  if (f.bf16) {
+    TKV_CUDA_CHECK(fill_random_bf16(reinterpret_cast<uint16_t*>(k), rows * f.head_dim, 2));
+    TKV_CUDA_CHECK(fill_random_bf16(reinterpret_cast<uint16_t*>(v), rows * f.head_dim, 3));
+  } else {
+    TKV_CUDA_CHECK(fill_random_bytes(k, rows * f.k_row_bytes(), 2));
+    TKV_CUDA_CHECK(fill_random_bytes(v, rows * f.v_row_bytes(), 3));
+    ks = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
+    kz = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
+    vs = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
+    TKV_CUDA_CHECK(fill_random_f16(ks, rows * f.n_groups(), 4, false));
+    TKV_CUDA_CHECK(fill_random_f16(kz, rows * f.n_groups(), 5, true));
+    TKV_CUDA_CHECK(fill_random_f16(vs, rows * f.n_groups(), 6, false));
+  }
+  // Page table: each sequence owns ctx/page pages, in a shuffled order (a used cache).
+  std::vector<int32_t> indices(pages), indptr(batch + 1), lens(batch, ctx);
+  std::iota(indices.begin(), indices.end(), 0);
+  std::shuffle(indices.begin(), indices.end(), std::mt19937(9));
+  for (int s = 0; s <= batch; ++s) indptr[s] = s * (ctx / page);
+  auto* d_indices = static_cast<int32_t*>(dmalloc(pages * 4));
+  auto* d_indptr = static_cast<int32_t*>(dmalloc((batch + 1) * 4));
+  auto* d_lens = static_cast<int32_t*>(dmalloc(batch * 4));
+  TKV_CUDA_CHECK(cudaMemcpy(d_indices, indices.data(), pages * 4, cudaMemcpyHostToDevice));
+  TKV_CUDA_CHECK(cudaMemcpy(d_indptr, indptr.data(), (batch + 1) * 4, cudaMemcpyHostToDevice));
+  TKV_CUDA_CHECK(cudaMemcpy(d_lens, lens.data(), batch * 4, cudaMemcpyHostToDevice));
+  auto* q = static_cast<uint16_t*>(dmalloc((int64_t)batch * n_heads * f.head_dim * 2));
+  auto* out = static_cast<uint16_t*>(dmalloc((int64_t)batch * n_heads * f.head_dim * 2));
+  TKV_CUDA_CHECK(fill_random_bf16(q, (int64_t)batch * n_heads * f.head_dim, 7));
+
+  kernels::DecodeCudaParams p;
+  p.kv = {f, n_kv, page, k, v, ks, kz, vs, d_indptr, d_indices, d_lens};
+  p.n_seqs = batch;
+  p.n_heads = n_heads;
+  p.max_seq_len = ctx;
+  p.softmax_scale = 1.0f / std::sqrt((float)f.head_dim);
+  p.q = q;
+  p.out = out;
+  p.sm_count = sm_count;
+  p.min_blocks_per_sm = minb;
+  p.workspace_bytes = kernels::decode_workspace_bytes(p);
+  p.workspace = dmalloc(p.workspace_bytes);
+  const int iters = ctx * (int64_t)batch >= 32 * 131072 / 2 ? 10 : 30;
+  const double us = median_us(
+      [&] {
+        const Status st = kernels::decode_attention_cuda(p);
+        TKV_CHECK(st.ok());
+      },
+      iters);
+  const int64_t bytes = kernels::decode_bytes_read(p, lens.data());
+  const kernels::DecodePlan plan = kernels::decode_plan(p);
+  for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace})
+    if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
+  const double gbs = bytes / (us * 1e-6) / 1e9;
+  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (split %d x %d tok%s)\n", sc.name,
+              batch, ctx, us, gbs, 100.0 * gbs / copy, plan.n_parts, plan.partition_tokens, minb ? ", minb 3" : "");
+  return {{"impl", "turbokv"}, {"scheme", sc.name}, {"batch", batch}, {"ctx", ctx}, {"us", us}, {"gbs", gbs},
+          {"pct_copy", 100.0 * gbs / copy}, {"bytes", bytes}, {"n_parts", plan.n_parts},
+          {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}};
+}
+
+nlohmann::json bench_encode(const Scheme& sc) {
+  const int n_tokens = 16384, n_kv = 8, d = sc.f.head_dim;
+  const int64_t rows = (int64_t)n_tokens * n_kv;
+  auto* k = static_cast<float*>(dmalloc(rows * d * 4));
+  auto* v = static_cast<float*>(dmalloc(rows * d * 4));
+  TKV_CUDA_CHECK(fill_random_f32(k, rows * d, 11));
+  TKV_CUDA_CHECK(fill_random_f32(v, rows * d, 12));
+  std::vector<int32_t> slots(n_tokens);
+  std::iota(slots.begin(), slots.end(), 0);
+  auto* d_slots = static_cast<int32_t*>(dmalloc(n_tokens * 4));
+  TKV_CUDA_CHECK(cudaMemcpy(d_slots, slots.data(), n_tokens * 4, cudaMemcpyHostToDevice));
+  kernels::KvEncodeCudaParams p;
+  p.cache.format = sc.f;
+  p.cache.n_kv_heads = n_kv;
+  p.cache.k_data = static_cast<uint8_t*>(dmalloc(rows * sc.f.k_row_bytes()));
+  p.cache.v_data = static_cast<uint8_t*>(dmalloc(rows * sc.f.v_row_bytes()));
+  p.cache.k_scale = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
+  p.cache.k_zero = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
+  p.cache.v_scale = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
+  p.n_tokens = n_tokens;
+  p.k = k;
+  p.v = v;
+  p.slot_mapping = d_slots;
+  const double us = median_us([&] { TKV_CHECK(kernels::kvcodec_encode_cuda(p).ok()); }, 20);
+  const int64_t bytes = rows * (2 * d * 4 + sc.f.row_bytes());
+  for (void* ptr : std::initializer_list<void*>{k, v, d_slots, p.cache.k_data, p.cache.v_data, p.cache.k_scale,
+                                                p.cache.k_zero, p.cache.v_scale})
+    TKV_CUDA_CHECK(cudaFree(ptr));
+  const double tok_s = n_tokens / (us * 1e-6);
+  std::printf("encode   %-5s %d tokens x %d kv heads: %.1f us, %.2f M tokens/s, %.0f GB/s (fp32 in + cache out)\n",
+              sc.name, n_tokens, n_kv, us, tok_s / 1e6, bytes / (us * 1e-6) / 1e9);
+  return {{"scheme", sc.name}, {"n_tokens", n_tokens}, {"n_kv_heads", n_kv}, {"head_dim", d}, {"us", us},
+          {"tokens_per_s", tok_s}, {"gbs", bytes / (us * 1e-6) / 1e9}};
+}
+
+int run(int argc, char** argv) {
+  std::string out_path = "cuda_bench.json";
+  bool quick = false, encode = true;
+  std::string only_scheme;
+  int only_batch = 0, only_ctx = 0, minb = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--out" && i + 1 < argc) out_path = argv[++i];
+    if (a == "--quick") quick = true;
+    if (a == "--no-encode") encode = false;
+    if (a == "--scheme" && i + 1 < argc) only_scheme = argv[++i];
+    if (a == "--batch" && i + 1 < argc) only_batch = std::atoi(argv[++i]);
+    if (a == "--ctx" && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
+    if (a == "--minb" && i + 1 < argc) minb = std::atoi(argv[++i]);
+  }
+  if (device::cuda_device_count() == 0) {
+    std::fprintf(stderr, "tkv_cuda_bench: %s\n", device::cuda_device_summary().c_str());
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  TKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy = copy_gbs();
+  std::printf("%s, copy %.0f GB/s (D2D, read + write)\n", device::cuda_device_summary().c_str(), copy);
+  const std::vector<Scheme> schemes = {{"k8v3", {false, 8, 3, true, 128}}, {"k8v4", {false, 8, 4, true, 128}},
+                                       {"k4v3", {false, 4, 3, true, 128}}, {"k4v2", {false, 4, 2, true, 128}},
+                                       {"bf16", {true, 16, 16, false, 128}}};
+  nlohmann::json j = {{"gpu", prop.name}, {"copy_gbs", copy}, {"rows", nlohmann::json::array()},
+                      {"encode", nlohmann::json::array()}, {"shape", "n_heads 32, n_kv_heads 8, head_dim 128, page 16"}};
+  for (const Scheme& sc : schemes) {
+    for (int batch : {1, 8, 32}) {
+      for (int ctx : {4096, 32768, 131072}) {
+        if (quick && !(batch == 8 && ctx == 32768) && !(batch == 1 && ctx == 131072)) continue;
+        if ((!only_scheme.empty() && only_scheme != sc.name) || (only_batch && only_batch != batch) ||
+            (only_ctx && only_ctx != ctx))
+          continue;
+        j["rows"].push_back(bench_decode(sc, batch, ctx, copy, prop.multiProcessorCount, minb));
+      }
+    }
+  }
+  for (const Scheme& sc : schemes) {
+    if (encode && (only_scheme.empty() || only_scheme == sc.name)) j["encode"].push_back(bench_encode(sc));
+  }
+  std::ofstream(out_path) << j.dump(1) << "\n";
+  std::printf("wrote %s\n", out_path.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace tkv::bench
+
+int main(int argc, char** argv) { return tkv::bench::run(argc, argv); }

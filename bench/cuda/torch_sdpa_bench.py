@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+# PyTorch bf16 scaled_dot_product_attention decode on the shapes of tkv_cuda_bench
+# (q [B,32,1,128], K/V [B,8,T,128], enable_gqa), timed like it (CUDA events, median),
+# merged with the turbokv rows into one JSON and printed as a table with speedups.
+# Usage (GPU machine): torch_sdpa_bench.py turbokv.json merged.json
+import json, sys
+import torch
+import torch.nn.functional as F
+
+def median_us(fn, iters, warm=3):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ts = []
+    for _ in range(iters):
+        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2] * 1e3
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    j = json.load(open(src))
+    copy = j["copy_gbs"]
+    shapes = sorted({(r["batch"], r["ctx"]) for r in j["rows"]})
+    hq, hkv, d = 32, 8, 128
+    for b, t in shapes:
+        q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(b, hkv, t, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(b, hkv, t, d, device="cuda", dtype=torch.bfloat16)
+        us = median_us(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 10 if b * t >= 32 * 65536 else 30)
+        nbytes = 2 * b * hkv * t * d * 2 + q.numel() * 2
+        gbs = nbytes / (us * 1e-6) / 1e9
+        j["rows"].append({"impl": "torch-sdpa", "scheme": "bf16", "batch": b, "ctx": t, "us": us, "gbs": gbs,
+                          "pct_copy": 100 * gbs / copy, "bytes": nbytes})
+        print(f"torch-sdpa bf16  B={b:<3} ctx={t:<6} {us:9.1f} us {gbs:7.0f} GB/s {100 * gbs / copy:5.1f}% copy", flush=True)
+        del q, k, v
+        torch.cuda.empty_cache()
+    j["torch"] = torch.__version__
+    json.dump(j, open(dst, "w"), indent=1)
+    sdpa = {(r["batch"], r["ctx"]): r["us"] for r in j["rows"] if r["impl"] == "torch-sdpa"}
+    print("\n| scheme | batch | ctx | µs | GB/s | % copy | speedup vs SDPA |\n|---|---|---|---|---|---|---|")
+    for r in j["rows"]:
+        if r["impl"] != "turbokv":
+            continue
+        sp = sdpa[(r["batch"], r["ctx"])] / r["us"]
+        print(f"| {r['scheme']} | {r['batch']} | {r['ctx']} | {r['us']:.1f} | {r['gbs']:.0f} | {r['pct_copy']:.1f} | {sp:.2f}x |")
+    for b, t in shapes:
+        print(f"| torch-sdpa bf16 | {b} | {t} | {sdpa[(b, t)]:.1f} | | | 1.00x |")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+// Host side of the CUDA decode attention: validation ("[attention_cuda] ..."), the
+// split plan (partitions sized so the grid fills the GPU), workspace carving, byte
+// count, and the launch of partial + reduce kernels. Compiled only with TKV_CUDA
+// (the kernels .cc glob is shared with CPU builds).
+#if defined(TKV_WITH_CUDA)
+#include "kernels/attention_cuda/attention_cuda.h"
+
+#include <algorithm>
+
+#include "base/status.h"
+#include "device/cuda_check.h"
+#include "kernels/attention_cuda/attention_cuda_launch.h"
+#include "kernels/kvcodec/turbo_tables_cuda.h"
+#include "quant/turbo_tables.h"
+
+namespace tkv::kernels {
+namespace {
+
+constexpr int kPartAlign = 64;     // tokens: a multiple of every block's tokens per loop step
+constexpr int kMinPart = 256;      // below this the partial/merge overhead dominates
+constexpr int kMaxPart = 4096;
+constexpr int kBlocksPerSm = 16;   // target grid: several waves of resident blocks
+
+int heads_per_block(int gqa) { return gqa % 4 == 0 ? 4 : gqa % 2 == 0 ? 2 : 1; }
+
+bool valid_bits(int b, bool v) { return b == 2 || b == 3 || b == 4 || b == 5 || b == 8 || (v && b == 1); }
+
+Status validate(const DecodeCudaParams& p) {
+  const PagedKvFormat& f = p.kv.format;
+  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, "[attention_cuda] " + m); };
+  if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256 && f.head_dim != 512)
+    return bad("head_dim " + std::to_string(f.head_dim) + " not in {64,128,256,512}");
+  if (!f.bf16 && (!valid_bits(f.k_bits, false) || !valid_bits(f.v_bits, true)))
+    return bad("turbo widths k" + std::to_string(f.k_bits) + "v" + std::to_string(f.v_bits) +
+               " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
+  if (p.kv.n_kv_heads <= 0 || p.n_heads <= 0 || p.n_heads % p.kv.n_kv_heads != 0)
+    return bad("n_heads " + std::to_string(p.n_heads) + " is not a multiple of n_kv_heads " +
+               std::to_string(p.kv.n_kv_heads));
+  if (p.kv.page_size <= 0 || (p.kv.page_size & (p.kv.page_size - 1)) != 0)
+    return bad("page_size " + std::to_string(p.kv.page_size) + " is not a power of two");
+  if (p.n_seqs <= 0 || p.n_seqs > 65535) return bad("n_seqs " + std::to_string(p.n_seqs) + " not in [1, 65535]");
+  if (p.max_seq_len < 0) return bad("max_seq_len < 0");
+  if (p.partition_tokens % kPartAlign != 0) return bad("partition_tokens must be a multiple of 64");
+  if (!p.q || !p.out || !p.kv.k_data || !p.kv.v_data || !p.kv.page_indptr || !p.kv.page_indices ||
+      !p.kv.seq_lens || (!f.bf16 && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))
+    return bad("null device pointer");
+  if (p.workspace_bytes < decode_workspace_bytes(p) || !p.workspace)
+    return bad("workspace of " + std::to_string(p.workspace_bytes) + " bytes, need " +
+               std::to_string(decode_workspace_bytes(p)));
+  return Status();
+}
+
+}  // namespace
+
+DecodePlan decode_plan(const DecodeCudaParams& p) {
+  DecodePlan plan;
+  const int gqa = p.kv.n_kv_heads > 0 ? std::max(1, p.n_heads / p.kv.n_kv_heads) : 1;
+  plan.query_heads_per_block = heads_per_block(gqa);
+  const int64_t blocks = (int64_t)p.n_seqs * p.kv.n_kv_heads * (gqa / plan.query_heads_per_block);
+  const int len = std::max(1, p.max_seq_len);
+  int part = p.partition_tokens;
+  if (part <= 0) {
+    const int64_t want_parts = std::max<int64_t>(1, (int64_t)p.sm_count * kBlocksPerSm / std::max<int64_t>(1, blocks));
+    part = (int)std::clamp<int64_t>((len + want_parts - 1) / want_parts, kMinPart, kMaxPart);
+    part = (part + kPartAlign - 1) / kPartAlign * kPartAlign;
+  }
+  plan.partition_tokens = part;
+  plan.n_parts = (len + part - 1) / part;
+  return plan;
+}
+
+int64_t decode_workspace_bytes(const DecodeCudaParams& p) {
+  const DecodePlan plan = decode_plan(p);
+  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float);
+}
+
+int64_t decode_bytes_read(const DecodeCudaParams& p, const int32_t* host_seq_lens) {
+  int64_t tokens = 0, pages = 0;
+  for (int s = 0; s < p.n_seqs; ++s) {
+    tokens += host_seq_lens[s];
+    pages += (host_seq_lens[s] + p.kv.page_size - 1) / p.kv.page_size;
+  }
+  const int64_t q_bytes = (int64_t)p.n_seqs * p.n_heads * p.kv.format.head_dim * 2;
+  return tokens * p.kv.n_kv_heads * p.kv.format.row_bytes() + pages * 4 + q_bytes;
+}
+
+Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
+  TKV_RETURN_IF_ERROR(validate(p));
+  cuda_detail::DecodeLaunch l;
+  l.p = p;
+  l.plan = decode_plan(p);
+  l.q_scale = p.softmax_scale * 1.4426950408889634f;
+  l.ws_acc = static_cast<float*>(p.workspace);
+  l.ws_ml = l.ws_acc + (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts * p.kv.format.head_dim;
+  const bool turbo = !p.kv.format.bf16;
+  if (turbo) {
+    l.centroids = turbo_centroids_cuda(p.kv.format.v_bits);
+    l.signs = turbo_signs_cuda(p.kv.format.head_dim);
+    l.inv_sqrt = quant::turbo_inv_sqrt(p.kv.format.head_dim);
+    if (!l.centroids || !l.signs) return Status(StatusCode::kInternal, "[attention_cuda] table upload failed");
+  }
+  TKV_RETURN_IF_ERROR(device::cuda_status(turbo ? cuda_detail::launch_decode_turbo(l, stream)
+                                                : cuda_detail::launch_decode_bf16(l, stream),
+                                          "[attention_cuda] decode partial launch"));
+  return device::cuda_status(cuda_detail::launch_decode_reduce(l, turbo, stream), "[attention_cuda] reduce launch");
+}
+
+}  // namespace tkv::kernels
+#endif  // TKV_WITH_CUDA

@@ -1,0 +1,51 @@
+// CUDA decode attention over a paged KV cache (turbo or bf16): one new query
+// token per sequence, GQA, split-KV (flash-decoding) partials + a reduce kernel
+// that merges them, applies turbo's deferred inverse FWHT and writes bf16. Host
+// planning (partition size, workspace) is split from the launch, as in FlashInfer.
+// Design and measured speed: docs/cuda-kernels.md, docs/bench/cuda.md.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/attention_cuda/paged_kv.h"
+
+namespace tkv {
+class Status;  // base/status.h; declared here so .cu files can include this header
+}
+
+namespace tkv::kernels {
+
+struct DecodeCudaParams {
+  PagedKv kv;                  // device pointers; the cache holds each seq's tokens incl. the new one
+  int n_seqs = 0;
+  int n_heads = 0;             // query heads; a multiple of kv.n_kv_heads (head h uses kv head h / gqa)
+  int max_seq_len = 0;         // host-side upper bound of seq_lens (sizes the split)
+  float softmax_scale = 0.0f;  // usually 1/sqrt(head_dim)
+  const uint16_t* q = nullptr; // [n_seqs, n_heads, head_dim] bf16, device
+  uint16_t* out = nullptr;     // [n_seqs, n_heads, head_dim] bf16, device
+  int partition_tokens = 0;    // split size (multiple of 64); 0 = auto (fill the GPU)
+  int sm_count = 132;          // multiprocessors, for the auto split
+  int min_blocks_per_sm = 0;   // 3: registers capped for 3 blocks/SM (4-head tiles, d 128; k8v3/k8v4/k4v3/k4v2/bf16)
+  void* workspace = nullptr;   // >= decode_workspace_bytes(*this), device
+  int64_t workspace_bytes = 0;
+};
+
+// The split the kernels will use: tokens per partition and partitions per sequence.
+struct DecodePlan {
+  int partition_tokens = 0;
+  int n_parts = 0;
+  int query_heads_per_block = 0;  // GQA heads sharing each K/V load (1, 2 or 4)
+};
+DecodePlan decode_plan(const DecodeCudaParams& p);
+// Workspace for the fp32 partials: n_seqs * n_heads * n_parts * (head_dim + 2) floats.
+int64_t decode_workspace_bytes(const DecodeCudaParams& p);
+// Bytes the decode reads from the cache for these seq_lens (host copy): K/V data,
+// scales and page-table entries, plus q; the figure GB/s is computed on.
+int64_t decode_bytes_read(const DecodeCudaParams& p, const int32_t* host_seq_lens);
+
+// Validates p ("[attention_cuda] ..."), then launches the partial and reduce kernels
+// on stream. Asynchronous: the error of a launch is returned, not of the execution.
+Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream = nullptr);
+
+}  // namespace tkv::kernels

@@ -1,0 +1,43 @@
+// Host side of the CUDA KV encode: validation ("[kvcodec_cuda] ...") and the
+// device tables, then the launch in kvcodec_cuda.cu. Compiled only with TKV_CUDA.
+#if defined(TKV_WITH_CUDA)
+#include <string>
+
+#include "base/status.h"
+#include "device/cuda_check.h"
+#include "kernels/kvcodec/kvcodec_cuda.h"
+#include "kernels/kvcodec/turbo_tables_cuda.h"
+#include "quant/turbo_tables.h"
+
+namespace tkv::kernels {
+
+Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
+  const PagedKvFormat& f = p.cache.format;
+  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, "[kvcodec_cuda] " + m); };
+  if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256 && f.head_dim != 512)
+    return bad("head_dim " + std::to_string(f.head_dim) + " not in {64,128,256,512}");
+  const bool kb_ok = f.k_bits == 2 || f.k_bits == 3 || f.k_bits == 4 || f.k_bits == 5 || f.k_bits == 8;
+  const bool vb_ok = f.v_bits == 1 || f.v_bits == 2 || f.v_bits == 3 || f.v_bits == 4 || f.v_bits == 5 || f.v_bits == 8;
+  if (!f.bf16 && (!kb_ok || !vb_ok))
+    return bad("turbo widths k" + std::to_string(f.k_bits) + "v" + std::to_string(f.v_bits) +
+               " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
+  if (p.n_tokens < 0 || p.cache.n_kv_heads <= 0 || p.cache.n_kv_heads > 65535)
+    return bad("n_tokens/n_kv_heads out of range");
+  if (p.n_tokens > 0 && !p.slot_mapping) return bad("null slot_mapping");
+  if ((p.k && !p.cache.k_data) || (p.v && !p.cache.v_data) ||
+      (!f.bf16 && ((p.k && (!p.cache.k_scale || !p.cache.k_zero)) || (p.v && !p.cache.v_scale))))
+    return bad("null cache plane");
+  const float* signs = nullptr;
+  const float* boundaries = nullptr;
+  if (!f.bf16) {
+    signs = turbo_signs_cuda(f.head_dim);
+    boundaries = turbo_boundaries_cuda(f.v_bits);
+    if (!signs || !boundaries) return Status(StatusCode::kInternal, "[kvcodec_cuda] table upload failed");
+  }
+  return device::cuda_status(
+      cuda_detail::launch_kv_encode(p, signs, quant::turbo_inv_sqrt(f.head_dim), boundaries, stream),
+      "[kvcodec_cuda] encode launch");
+}
+
+}  // namespace tkv::kernels
+#endif  // TKV_WITH_CUDA

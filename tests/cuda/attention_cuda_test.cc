@@ -1,0 +1,223 @@
+// CUDA fused decode attention (decode_attention_cuda) = reference attention over
+// the dequantized cache (fp64, from kvcodec_dequant_ref), for every turbo width,
+// head_dim 64..512, bf16, GQA 1/3/4/8, a ragged batch of contexts 1, 511, 512, 513,
+// 4097, auto split and a single partition; every output written and finite; and
+// the same input twice gives the same bits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "base/status.h"
+#include "kernels/attention_cuda/attention_cuda.h"
+#include "kernels/kvcodec/kvcodec.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace tkv::testing {
+namespace {
+
+using kernels::PagedKvFormat;
+
+struct Case {
+  PagedKvFormat f;
+  int n_kv_heads = 2, gqa = 4;
+};
+
+struct Problem {
+  HostPagedCache cache;
+  std::vector<float> k_hat, v_hat;  // [rows, head_dim] dequantized cache (V un-rotated)
+  std::vector<uint16_t> q;          // [n_seqs, n_heads, head_dim] bf16
+  int n_heads = 0;
+};
+
+Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt19937& rng) {
+  Problem pr;
+  const int d = c.f.head_dim;
+  pr.n_heads = c.n_kv_heads * c.gqa;
+  pr.cache = make_paged_cache(c.f, c.n_kv_heads, 16, lens, rng);
+  HostPagedCache& h = pr.cache;
+  const int64_t rows = h.n_rows();
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  std::vector<float> k((size_t)rows * d), v(k.size());
+  std::vector<float> chan(d);
+  for (float& x : chan) x = 0.5f * n01(rng);  // per-channel key offsets, as real keys have
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int i = 0; i < d; ++i) k[r * d + i] = n01(rng) + chan[i], v[r * d + i] = n01(rng);
+  }
+  const quant::KvScheme scheme = to_scheme(c.f);
+  const quant::KvRowLayout layout = quant::kv_row_layout(scheme);
+  const kernels::KvPlanes planes = kernels::kv_planes_separate(
+      layout, h.k_data.data(), h.v_data.data(), h.k_scale.data(), h.k_zero.data(), h.v_scale.data(), nullptr);
+  kernels::KvEncodeParams ep;
+  ep.scheme = scheme;
+  ep.n_rows = rows;
+  ep.k = k.data();
+  ep.v = v.data();
+  ep.out = planes;
+  kernels::kvcodec_encode_ref(ep);
+  pr.k_hat.resize(k.size());
+  pr.v_hat.resize(v.size());
+  kernels::KvDequantParams dp;
+  dp.scheme = scheme;
+  dp.n_rows = rows;
+  dp.in = planes;
+  dp.k = pr.k_hat.data();
+  dp.v = pr.v_hat.data();
+  kernels::kvcodec_dequant_ref(dp);
+  pr.q.resize((size_t)lens.size() * pr.n_heads * d);
+  for (uint16_t& x : pr.q) x = f32_to_bf16(n01(rng));
+  return pr;
+}
+
+// Runs the GPU decode; returns bf16 out [n_seqs, n_heads, head_dim].
+std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0) {
+  const HostPagedCache& h = pr.cache;
+  DevicePagedCache dev;
+  dev.upload(h);
+  DeviceBuffer<uint16_t> dq, dout(pr.q.size());
+  dq.upload(pr.q);
+  dout.fill_bytes(0xff);  // bf16 NaN: an unwritten output fails the finite check
+  kernels::DecodeCudaParams p;
+  p.kv = dev.view(h);
+  p.n_seqs = (int)h.seq_lens.size();
+  p.n_heads = pr.n_heads;
+  for (int32_t len : h.seq_lens) p.max_seq_len = std::max(p.max_seq_len, (int)len);
+  p.softmax_scale = 1.0f / std::sqrt((float)h.format.head_dim);
+  p.q = dq.get();
+  p.out = dout.get();
+  p.partition_tokens = partition_tokens;
+  p.min_blocks_per_sm = minb;
+  DeviceBuffer<uint8_t> ws(kernels::decode_workspace_bytes(p));
+  p.workspace = ws.get();
+  p.workspace_bytes = (int64_t)ws.size();
+  const Status st = kernels::decode_attention_cuda(p);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  TKV_CUDA_CHECK(cudaDeviceSynchronize());
+  return dout.download();
+}
+
+// fp64 attention over the dequantized cache vs the GPU, with the derived bound:
+// |out - ref| <= 2^-8 |ref|                        (bf16 output, RNE)
+//              + 8 eps vmax (2 sqrt(D) S + sqrt(T) + log2(D) sqrt(D) + 8)
+// eps = 2^-24: fp32 q.k over D terms (score error sqrt(D) eps S, S = max_t scale
+// sum|q k|, moves the output by <= 2 dS vmax), the fp32 sum of T weighted values,
+// the FWHT's log2(D) stages over sqrt(D)-sized sums, and ex2.approx (~2^-22 rel).
+void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got, const std::string& what) {
+  const HostPagedCache& h = pr.cache;
+  const int d = h.format.head_dim, gqa = pr.n_heads / h.n_kv_heads;
+  const double scale = 1.0 / std::sqrt((double)d), eps = std::ldexp(1.0, -24);
+  double worst = 0.0;
+  std::string worst_at;
+  for (int s = 0; s < (int)h.seq_lens.size(); ++s) {
+    const int T = h.seq_lens[s];
+    for (int hq = 0; hq < pr.n_heads; ++hq) {
+      const int kvh = hq / gqa;
+      std::vector<double> sc(T), out(d, 0.0);
+      double mx = -INFINITY, smax = 0.0, vmax = 0.0, l = 0.0;
+      for (int t = 0; t < T; ++t) {
+        const float* kr = &pr.k_hat[h.row(s, t, kvh) * d];
+        double dot = 0.0, mag = 0.0;
+        for (int i = 0; i < d; ++i) {
+          const double qi = bf16_to_f32(pr.q[((size_t)s * pr.n_heads + hq) * d + i]);
+          dot += qi * kr[i];
+          mag += std::fabs(qi * kr[i]);
+        }
+        sc[t] = dot * scale;
+        smax = std::max(smax, mag * scale);
+        mx = std::max(mx, sc[t]);
+      }
+      for (int t = 0; t < T; ++t) {
+        const double p = std::exp(sc[t] - mx);
+        l += p;
+        const float* vr = &pr.v_hat[h.row(s, t, kvh) * d];
+        for (int i = 0; i < d; ++i) out[i] += p * vr[i], vmax = std::max(vmax, (double)std::fabs(vr[i]));
+      }
+      const double abs_tol =
+          8 * eps * vmax * (2 * std::sqrt((double)d) * smax + std::sqrt((double)T) + std::log2(d) * std::sqrt(d) + 8);
+      for (int i = 0; i < d; ++i) {
+        const double ref = T > 0 ? out[i] / l : 0.0;
+        const float g = bf16_to_f32(got[((size_t)s * pr.n_heads + hq) * d + i]);
+        ASSERT_TRUE(std::isfinite(g)) << what << " non-finite/unwritten out seq " << s << " head " << hq << " i " << i;
+        const double err = std::fabs(g - ref), tol = std::ldexp(std::fabs(ref), -8) + abs_tol;
+        if (err / tol > worst) worst = err / tol, worst_at = "seq " + std::to_string(s) + " (T=" + std::to_string(T) +
+                                                   ") head " + std::to_string(hq) + " i " + std::to_string(i);
+        ASSERT_LE(err, tol) << what << " seq " << s << " (T=" << T << ") head " << hq << " i " << i << " got " << g
+                            << " ref " << ref;
+      }
+    }
+  }
+  std::printf("%-22s max err/tol %.3f at %s\n", what.c_str(), worst, worst_at.c_str());
+}
+
+const std::vector<int32_t> kRagged = {1, 511, 512, 513, 4097};
+
+void run_case(const Case& c, std::mt19937& rng, int minb = 0) {
+  const Problem pr = make_problem(c, kRagged, rng);
+  const std::string name = format_name(c.f) + "/gqa" + std::to_string(c.gqa) + (minb ? "/minb3" : "");
+  const std::vector<uint16_t> a = run_gpu(pr, 0, minb);
+  check_against_reference(pr, a, name + "/auto");
+  check_against_reference(pr, run_gpu(pr, 4160, minb), name + "/1part");
+  check_against_reference(pr, run_gpu(pr, 64, minb), name + "/p64");
+  const std::vector<uint16_t> b = run_gpu(pr, 0, minb);
+  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 2), 0) << name << ": same input, different bits";
+}
+
+TEST(AttentionCuda, TurboEveryWidthAndHeadDim) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(42);
+  for (int d : {128, 64, 256, 512}) {
+    for (int kb : {8, 5, 4, 3, 2}) {
+      for (int vb : {1, 2, 3, 4, 5, 8}) {
+        run_case({{false, kb, vb, true, d}}, rng);
+        if (HasFatalFailure()) return;
+      }
+    }
+    run_case({{false, 8, 3, false, d}}, rng);  // unsigned 8-bit keys
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(AttentionCuda, Bf16EveryHeadDim) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(43);
+  for (int d : {64, 128, 256, 512}) {
+    run_case({{true, 16, 16, false, d}}, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(AttentionCuda, GqaRatios) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(44);
+  for (int gqa : {1, 2, 3, 8}) {
+    for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 128}}) {
+      run_case({f, 2, gqa}, rng);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// The register-capped (3 blocks/SM) instantiations of the benchmarked schemes.
+TEST(AttentionCuda, OccupancyVariant) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(45);
+  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 8, 4, true, 128},
+                                 PagedKvFormat{false, 4, 3, true, 128}, PagedKvFormat{false, 4, 2, true, 128},
+                                 PagedKvFormat{true, 16, 16, false, 128}}) {
+    run_case({f, 2, 4}, rng, 3);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(AttentionCuda, RejectsBadParams) {
+  TKV_SKIP_WITHOUT_GPU();
+  kernels::DecodeCudaParams p;
+  p.kv.format.head_dim = 96;
+  const Status st = kernels::decode_attention_cuda(p);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("[attention_cuda] head_dim 96"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace tkv::testing

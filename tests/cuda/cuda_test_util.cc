@@ -1,0 +1,89 @@
+// Implementation of cuda_test_util.h.
+#include "tests/cuda/cuda_test_util.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace tkv::testing {
+
+quant::KvScheme to_scheme(const kernels::PagedKvFormat& f) {
+  quant::KvScheme s;
+  s.head_dim = f.head_dim;
+  if (f.bf16) {
+    s.kind = quant::KvKind::kBf16;
+    s.k_bits = s.v_bits = 16;
+  } else {
+    s.kind = quant::KvKind::kTurbo;
+    s.k_bits = f.k_bits;
+    s.v_bits = f.v_bits;
+    s.k_unsigned8 = f.k_bits == 8 && !f.k_signed;
+  }
+  return s;
+}
+
+std::string format_name(const kernels::PagedKvFormat& f) {
+  std::string n;  // built by appends: g++ 12 warns (-Wrestrict) on "lit" + std::string&&
+  if (f.bf16) {
+    n = "bf16";
+  } else {
+    n.append("k").append(std::to_string(f.k_bits));
+    if (f.k_bits == 8 && !f.k_signed) n.append("u");
+    n.append("v").append(std::to_string(f.v_bits));
+  }
+  return n.append("/d").append(std::to_string(f.head_dim));
+}
+
+HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads, int page_size,
+                                const std::vector<int32_t>& seq_lens, std::mt19937& rng) {
+  HostPagedCache c;
+  c.format = f;
+  c.n_kv_heads = n_kv_heads;
+  c.page_size = page_size;
+  c.seq_lens = seq_lens;
+  c.page_indptr.push_back(0);
+  for (int32_t len : seq_lens) c.page_indptr.push_back(c.page_indptr.back() + (len + page_size - 1) / page_size);
+  c.n_pages = c.page_indptr.back() + 3;  // a few pages no sequence uses
+  std::vector<int32_t> perm(c.n_pages);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  c.page_indices.assign(perm.begin(), perm.begin() + c.page_indptr.back());
+  const int64_t rows = c.n_rows();
+  c.k_data.assign(rows * f.k_row_bytes(), 0);
+  c.v_data.assign(rows * f.v_row_bytes(), 0);
+  if (!f.bf16) {
+    c.k_scale.assign(rows * f.n_groups(), 0);
+    c.k_zero.assign(rows * f.n_groups(), 0);
+    c.v_scale.assign(rows * f.n_groups(), 0);
+  }
+  return c;
+}
+
+void DevicePagedCache::upload(const HostPagedCache& h) {
+  k_data.upload(h.k_data);
+  v_data.upload(h.v_data);
+  k_scale.upload(h.k_scale);
+  k_zero.upload(h.k_zero);
+  v_scale.upload(h.v_scale);
+  page_indptr.upload(h.page_indptr);
+  page_indices.upload(h.page_indices);
+  seq_lens.upload(h.seq_lens);
+}
+
+kernels::PagedKv DevicePagedCache::view(const HostPagedCache& h) const {
+  kernels::PagedKv v;
+  v.format = h.format;
+  v.n_kv_heads = h.n_kv_heads;
+  v.page_size = h.page_size;
+  v.k_data = k_data.get();
+  v.v_data = v_data.get();
+  v.k_scale = k_scale.get();
+  v.k_zero = k_zero.get();
+  v.v_scale = v_scale.get();
+  v.page_indptr = page_indptr.get();
+  v.page_indices = page_indices.get();
+  v.seq_lens = seq_lens.get();
+  return v;
+}
+
+}  // namespace tkv::testing

@@ -1,0 +1,94 @@
+// Helpers of the CUDA tests: skip without a GPU (with the reason), a device buffer
+// with upload/download, and the host-side paged cache builder shared by the encode
+// and attention tests (random page order, rows = slot * n_kv_heads + kv_head).
+#pragma once
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "device/cuda_check.h"
+#include "device/device.h"
+#include "kernels/attention_cuda/paged_kv.h"
+#include "quant/kv_scheme.h"
+
+#define TKV_SKIP_WITHOUT_GPU()                                                      \
+  do {                                                                              \
+    if (::tkv::device::cuda_device_count() == 0)                                    \
+      GTEST_SKIP() << "needs a CUDA GPU: " << ::tkv::device::cuda_device_summary(); \
+  } while (0)
+
+namespace tkv::testing {
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t n = 0) { resize(n); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  void resize(size_t n) {
+    if (ptr_) TKV_CUDA_CHECK(cudaFree(ptr_));
+    ptr_ = nullptr;
+    n_ = n;
+    if (n) TKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T)));
+  }
+  void upload(const std::vector<T>& h) {
+    if (h.size() != n_) resize(h.size());
+    if (n_) TKV_CUDA_CHECK(cudaMemcpy(ptr_, h.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n_);
+    if (n_) TKV_CUDA_CHECK(cudaMemcpy(h.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  void fill_bytes(int byte) {
+    if (n_) TKV_CUDA_CHECK(cudaMemset(ptr_, byte, n_ * sizeof(T)));
+  }
+  T* get() const { return ptr_; }
+  size_t size() const { return n_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+// The quant::KvScheme of a PagedKvFormat (for the CPU reference kernels).
+quant::KvScheme to_scheme(const kernels::PagedKvFormat& f);
+// Short name: "bf16", "k8v3", "k8uv3", ... with "/d<head_dim>".
+std::string format_name(const kernels::PagedKvFormat& f);
+
+// Host copy of a paged cache: planes over n_pages * page_size * n_kv_heads rows.
+struct HostPagedCache {
+  kernels::PagedKvFormat format;
+  int n_kv_heads = 0, page_size = 16, n_pages = 0;
+  std::vector<uint8_t> k_data, v_data;
+  std::vector<uint16_t> k_scale, k_zero, v_scale;
+  std::vector<int32_t> page_indptr, page_indices, seq_lens;
+
+  int64_t n_rows() const { return (int64_t)n_pages * page_size * n_kv_heads; }
+  // Cache row of token t of sequence s, kv head h.
+  int64_t row(int s, int t, int h) const {
+    const int page = page_indices[page_indptr[s] + t / page_size];
+    return ((int64_t)page * page_size + t % page_size) * n_kv_heads + h;
+  }
+};
+
+// Page table for seq_lens with pages in a random order; planes sized, zero-filled.
+HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads, int page_size,
+                                const std::vector<int32_t>& seq_lens, std::mt19937& rng);
+
+// Device copy of a HostPagedCache; view() points a PagedKv at it.
+struct DevicePagedCache {
+  DeviceBuffer<uint8_t> k_data, v_data;
+  DeviceBuffer<uint16_t> k_scale, k_zero, v_scale;
+  DeviceBuffer<int32_t> page_indptr, page_indices, seq_lens;
+  void upload(const HostPagedCache& h);
+  kernels::PagedKv view(const HostPagedCache& h) const;
+};
+
+}  // namespace tkv::testing
