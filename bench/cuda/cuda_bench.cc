@@ -73,7 +73,7 @@ struct Scheme {
   PagedKvFormat f;
 };
 
-nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count, int minb) {
+nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count, int minb, bool general) {
   const int n_kv = 8, n_heads = 32, page = 16;
   const PagedKvFormat& f = sc.f;
   const int64_t pages = (int64_t)batch * ctx / page, rows = pages * page * n_kv;
@@ -120,6 +120,8 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   p.out = out;
   p.sm_count = sm_count;
   p.min_blocks_per_sm = minb;
+  p.general_kernel = general;
+  const char* kernel = kernels::decode_uses_tensor_cores(p) ? "mma" : "fp32";
   p.workspace_bytes = kernels::decode_workspace_bytes(p);
   p.workspace = dmalloc(p.workspace_bytes);
   const int iters = ctx * (int64_t)batch >= 32 * 131072 / 2 ? 10 : 30;
@@ -134,11 +136,12 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace})
     if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (split %d x %d tok%s)\n", sc.name,
-              batch, ctx, us, gbs, 100.0 * gbs / copy, plan.n_parts, plan.partition_tokens, minb ? ", minb 3" : "");
+  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (split %d x %d tok, %s%s)\n", sc.name,
+              batch, ctx, us, gbs, 100.0 * gbs / copy, plan.n_parts, plan.partition_tokens, kernel,
+              minb ? ", minb 3" : "");
   return {{"impl", "turbokv"}, {"scheme", sc.name}, {"batch", batch}, {"ctx", ctx}, {"us", us}, {"gbs", gbs},
           {"pct_copy", 100.0 * gbs / copy}, {"bytes", bytes}, {"n_parts", plan.n_parts},
-          {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}};
+          {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}, {"kernel", kernel}};
 }
 
 nlohmann::json bench_encode(const Scheme& sc) {
@@ -178,7 +181,7 @@ nlohmann::json bench_encode(const Scheme& sc) {
 
 int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
-  bool quick = false, encode = true;
+  bool quick = false, encode = true, general = false;
   std::string only_scheme;
   int only_batch = 0, only_ctx = 0, minb = 0;
   for (int i = 1; i < argc; ++i) {
@@ -186,6 +189,7 @@ int run(int argc, char** argv) {
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
     if (a == "--quick") quick = true;
     if (a == "--no-encode") encode = false;
+    if (a == "--general") general = true;  // never the tensor-core path
     if (a == "--scheme" && i + 1 < argc) only_scheme = argv[++i];
     if (a == "--batch" && i + 1 < argc) only_batch = std::atoi(argv[++i]);
     if (a == "--ctx" && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
@@ -211,7 +215,7 @@ int run(int argc, char** argv) {
         if ((!only_scheme.empty() && only_scheme != sc.name) || (only_batch && only_batch != batch) ||
             (only_ctx && only_ctx != ctx))
           continue;
-        j["rows"].push_back(bench_decode(sc, batch, ctx, copy, prop.multiProcessorCount, minb));
+        j["rows"].push_back(bench_decode(sc, batch, ctx, copy, prop.multiProcessorCount, minb, general));
       }
     }
   }

@@ -1,4 +1,7 @@
-// ThreadPool implementation: generation counter + spin-then-sleep workers.
+// ThreadPool implementation: one job at a time, published as a generation
+// number. A worker enters a job only while it is open (job_state_ counts those
+// inside), so the caller can close a dynamic job and return as soon as the
+// chunks are done, without waiting for workers that never woke up.
 #include "base/thread_pool.h"
 
 #include <algorithm>
@@ -12,6 +15,12 @@ namespace {
 std::unique_ptr<ThreadPool> g_pool;
 std::mutex g_pool_mu;
 constexpr int kSpinIters = 4000;  // ~100 us of pause before sleeping / yielding
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -29,23 +38,55 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint64_t seen = 0, last_run = 0;
   for (;;) {
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIters) {
-      ++spins;
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; g == seen && spins < kSpinIters; ++spins) {
+      cpu_relax();
+      g = generation_.load(std::memory_order_acquire);
     }
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    if (g == seen) {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return generation_.load() != seen; });
+      g = generation_.load(std::memory_order_acquire);
     }
-    seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    (*task_)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // Job g was opened before g was published; finding it closed means it finished without us.
+    const uint64_t id = job_state_.fetch_add(1, std::memory_order_acq_rel) >> kIdShift;
+    if (id != 0 && id != last_run) {
+      last_run = id;
+      (*task_)(index);
+      done_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    job_state_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = id != 0 ? std::max(id, g) : g;
+  }
+}
+
+void ThreadPool::publish(const std::function<void(int)>* task) {
+  const uint64_t id = next_id_++;
+  task_ = task;
+  done_.store(0, std::memory_order_relaxed);
+  // Open only when closed and empty (a worker that peeked at the closed previous job may still be leaving).
+  for (uint64_t want = 0; !job_state_.compare_exchange_weak(want, id << kIdShift, std::memory_order_acq_rel);
+       want = 0) {
+    cpu_relax();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.store(id, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void ThreadPool::close_and_drain() {
+  job_state_.fetch_and(kCountMask, std::memory_order_acq_rel);
+  for (int spins = 0; (job_state_.load(std::memory_order_acquire) & kCountMask) != 0; ++spins) {
+    if (spins < kSpinIters) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();  // an oversubscribed machine may need to run the worker we wait for
+    }
   }
 }
 
@@ -54,25 +95,16 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    task_ = &fn;
-    pending_.store(n_threads_ - 1, std::memory_order_release);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
-  }
-  cv_.notify_all();
+  publish(&fn);
   fn(0);
-  // Spin briefly (the usual case: workers finish within microseconds), then
-  // yield so an oversubscribed machine can run the worker we are waiting for.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  for (int spins = 0; done_.load(std::memory_order_acquire) != n_threads_ - 1; ++spins) {
     if (spins < kSpinIters) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+      cpu_relax();
     } else {
       std::this_thread::yield();
     }
   }
+  close_and_drain();
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
@@ -87,6 +119,26 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
     const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
     if (begin < end) fn(t, begin, end);
   });
+}
+
+void ThreadPool::parallel_for_dynamic(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t n_chunks = (n + grain - 1) / grain;
+  std::atomic<int64_t> next{0};
+  const std::function<void(int)> take = [&](int t) {
+    for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+         c = next.fetch_add(1, std::memory_order_relaxed)) {
+      fn(t, c * grain, std::min(n, (c + 1) * grain));
+    }
+  };
+  if (n_threads_ == 1 || n_chunks == 1) {
+    take(0);
+    return;
+  }
+  publish(&take);
+  take(0);
+  close_and_drain();  // every chunk was taken; wait only for workers still inside one
 }
 
 ThreadPool& ThreadPool::global() {

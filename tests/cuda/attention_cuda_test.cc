@@ -71,7 +71,8 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
 }
 
 // Runs the GPU decode; returns bf16 out [n_seqs, n_heads, head_dim].
-std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0) {
+std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0, bool general = false,
+                              bool* tensor_cores = nullptr) {
   const HostPagedCache& h = pr.cache;
   DevicePagedCache dev;
   dev.upload(h);
@@ -88,6 +89,8 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
   p.out = dout.get();
   p.partition_tokens = partition_tokens;
   p.min_blocks_per_sm = minb;
+  p.general_kernel = general;
+  if (tensor_cores) *tensor_cores = kernels::decode_uses_tensor_cores(p);
   DeviceBuffer<uint8_t> ws(kernels::decode_workspace_bytes(p));
   p.workspace = ws.get();
   p.workspace_bytes = (int64_t)ws.size();
@@ -103,7 +106,16 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
 // eps = 2^-24: fp32 q.k over D terms (score error sqrt(D) eps S, S = max_t scale
 // sum|q k|, moves the output by <= 2 dS vmax), the fp32 sum of T weighted values,
 // the FWHT's log2(D) stages over sqrt(D)-sized sums, and ex2.approx (~2^-22 rel).
-void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got, const std::string& what) {
+// Tensor-core path (decode_uses_tensor_cores) adds, from its fp16 operands:
+//   + 3 * 2^-11 * sum_t p_t |v_t,i| / l   P, the centroid and centroid*scale rounded to
+//                                        fp16 (2^-11 relative each, first order)
+//   + 2^-25 (T vmax + 1)                 fp16 subnormals: P < 2^-14 and |v| < 2^-14
+//                                        (absolute 2^-25 per token / element)
+//   + 2 vmax * D 2^-23 S                 the mma's fp32 accumulation (products are exact:
+//                                        int8 keys and q*2^e are exact fp16; worst case one
+//                                        2^-23-relative error per accumulated term)
+void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got, const std::string& what,
+                             bool tensor_cores = false) {
   const HostPagedCache& h = pr.cache;
   const int d = h.format.head_dim, gqa = pr.n_heads / h.n_kv_heads;
   const double scale = 1.0 / std::sqrt((double)d), eps = std::ldexp(1.0, -24);
@@ -113,7 +125,7 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
     const int T = h.seq_lens[s];
     for (int hq = 0; hq < pr.n_heads; ++hq) {
       const int kvh = hq / gqa;
-      std::vector<double> sc(T), out(d, 0.0);
+      std::vector<double> sc(T), out(d, 0.0), out_abs(d, 0.0);
       double mx = -INFINITY, smax = 0.0, vmax = 0.0, l = 0.0;
       for (int t = 0; t < T; ++t) {
         const float* kr = &pr.k_hat[h.row(s, t, kvh) * d];
@@ -131,15 +143,20 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
         const double p = std::exp(sc[t] - mx);
         l += p;
         const float* vr = &pr.v_hat[h.row(s, t, kvh) * d];
-        for (int i = 0; i < d; ++i) out[i] += p * vr[i], vmax = std::max(vmax, (double)std::fabs(vr[i]));
+        for (int i = 0; i < d; ++i) {
+          out[i] += p * vr[i], out_abs[i] += p * std::fabs(vr[i]);
+          vmax = std::max(vmax, (double)std::fabs(vr[i]));
+        }
       }
-      const double abs_tol =
+      double abs_tol =
           8 * eps * vmax * (2 * std::sqrt((double)d) * smax + std::sqrt((double)T) + std::log2(d) * std::sqrt(d) + 8);
+      if (tensor_cores) abs_tol += std::ldexp(1.0, -25) * (T * vmax + 1) + 2 * vmax * d * std::ldexp(1.0, -23) * smax;
       for (int i = 0; i < d; ++i) {
         const double ref = T > 0 ? out[i] / l : 0.0;
         const float g = bf16_to_f32(got[((size_t)s * pr.n_heads + hq) * d + i]);
         ASSERT_TRUE(std::isfinite(g)) << what << " non-finite/unwritten out seq " << s << " head " << hq << " i " << i;
-        const double err = std::fabs(g - ref), tol = std::ldexp(std::fabs(ref), -8) + abs_tol;
+        const double tc_rel = tensor_cores && T > 0 ? 3 * std::ldexp(out_abs[i] / l, -11) : 0.0;
+        const double err = std::fabs(g - ref), tol = std::ldexp(std::fabs(ref), -8) + abs_tol + tc_rel;
         if (err / tol > worst) worst = err / tol, worst_at = "seq " + std::to_string(s) + " (T=" + std::to_string(T) +
                                                    ") head " + std::to_string(hq) + " i " + std::to_string(i);
         ASSERT_LE(err, tol) << what << " seq " << s << " (T=" << T << ") head " << hq << " i " << i << " got " << g
@@ -152,15 +169,22 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
 
 const std::vector<int32_t> kRagged = {1, 511, 512, 513, 4097};
 
+// Every case on the kernel decode_attention_cuda picks; where that is the tensor-core
+// path, also on the general FP32 kernel (general = true), which stays the fallback.
 void run_case(const Case& c, std::mt19937& rng, int minb = 0) {
   const Problem pr = make_problem(c, kRagged, rng);
-  const std::string name = format_name(c.f) + "/gqa" + std::to_string(c.gqa) + (minb ? "/minb3" : "");
-  const std::vector<uint16_t> a = run_gpu(pr, 0, minb);
-  check_against_reference(pr, a, name + "/auto");
-  check_against_reference(pr, run_gpu(pr, 4160, minb), name + "/1part");
-  check_against_reference(pr, run_gpu(pr, 64, minb), name + "/p64");
-  const std::vector<uint16_t> b = run_gpu(pr, 0, minb);
-  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 2), 0) << name << ": same input, different bits";
+  for (bool general : {false, true}) {
+    bool tc = false;
+    const std::vector<uint16_t> a = run_gpu(pr, 0, minb, general, &tc);
+    const std::string name = format_name(c.f) + "/gqa" + std::to_string(c.gqa) + (minb ? "/minb3" : "") +
+                             (tc ? "/mma" : general ? "/fp32" : "");
+    check_against_reference(pr, a, name + "/auto", tc);
+    check_against_reference(pr, run_gpu(pr, 4160, minb, general), name + "/1part", tc);
+    check_against_reference(pr, run_gpu(pr, 64, minb, general), name + "/p64", tc);
+    const std::vector<uint16_t> b = run_gpu(pr, 0, minb, general);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 2), 0) << name << ": same input, different bits";
+    if (!tc) break;  // the general kernel was the one picked: tested
+  }
 }
 
 TEST(AttentionCuda, TurboEveryWidthAndHeadDim) {

@@ -31,6 +31,7 @@ void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);
 RunFn add_generate(CLI::App& app);
 RunFn add_chat(CLI::App& app);
 RunFn add_bench(CLI::App& app);
+RunFn add_eval(CLI::App& app);
 
 // bench --kv-report: KV bytes per token, measured allocation and max context in a budget per scheme.
 int run_kv_report(const CommonOptions& common, const std::string& budget, const std::string& schemes);

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   runs["generate"] = tkv::cli::add_generate(app);
   runs["chat"] = tkv::cli::add_chat(app);
   runs["bench"] = tkv::cli::add_bench(app);
+  runs["eval"] = tkv::cli::add_eval(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

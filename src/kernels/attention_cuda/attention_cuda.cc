@@ -99,8 +99,10 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
     l.inv_sqrt = quant::turbo_inv_sqrt(p.kv.format.head_dim);
     if (!l.centroids || !l.signs) return Status(StatusCode::kInternal, "[attention_cuda] table upload failed");
   }
-  TKV_RETURN_IF_ERROR(device::cuda_status(turbo ? cuda_detail::launch_decode_turbo(l, stream)
-                                                : cuda_detail::launch_decode_bf16(l, stream),
+  const cudaError_t e = !turbo                        ? cuda_detail::launch_decode_bf16(l, stream)
+                        : decode_uses_tensor_cores(p) ? cuda_detail::launch_decode_turbo_mma(l, stream)
+                                                      : cuda_detail::launch_decode_turbo(l, stream);
+  TKV_RETURN_IF_ERROR(device::cuda_status(e,
                                           "[attention_cuda] decode partial launch"));
   return device::cuda_status(cuda_detail::launch_decode_reduce(l, turbo, stream), "[attention_cuda] reduce launch");
 }

@@ -27,6 +27,7 @@ struct DecodeCudaParams {
   int partition_tokens = 0;    // split size (multiple of 64); 0 = auto (fill the GPU)
   int sm_count = 132;          // multiprocessors, for the auto split
   int min_blocks_per_sm = 0;   // 3: registers capped for 3 blocks/SM (4-head tiles, d 128; k8v3/k8v4/k4v3/k4v2/bf16)
+  bool general_kernel = false; // true: never the tensor-core path (the FP32 kernel every format has)
   void* workspace = nullptr;   // >= decode_workspace_bytes(*this), device
   int64_t workspace_bytes = 0;
 };
@@ -38,6 +39,14 @@ struct DecodePlan {
   int query_heads_per_block = 0;  // GQA heads sharing each K/V load (1, 2 or 4)
 };
 DecodePlan decode_plan(const DecodeCudaParams& p);
+// True when decode_attention_cuda takes the tensor-core path: turbo k8v3/k8v4 (signed or
+// not), head_dim 128, n_heads/n_kv_heads a multiple of 4, min_blocks_per_sm 0, not
+// general_kernel. Its error model differs (fp16 P and V·scale): tests/cuda/attention_cuda_test.cc.
+inline bool decode_uses_tensor_cores(const DecodeCudaParams& p) {
+  const PagedKvFormat& f = p.kv.format;
+  return !f.bf16 && f.k_bits == 8 && (f.v_bits == 3 || f.v_bits == 4) && f.head_dim == 128 && p.kv.n_kv_heads > 0 &&
+         (p.n_heads / p.kv.n_kv_heads) % 4 == 0 && p.min_blocks_per_sm == 0 && !p.general_kernel;
+}
 // Workspace for the fp32 partials: n_seqs * n_heads * n_parts * (head_dim + 2) floats.
 int64_t decode_workspace_bytes(const DecodeCudaParams& p);
 // Bytes the decode reads from the cache for these seq_lens (host copy): K/V data,

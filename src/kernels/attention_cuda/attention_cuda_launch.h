@@ -19,6 +19,8 @@ struct DecodeLaunch {
 };
 
 cudaError_t launch_decode_turbo(const DecodeLaunch& l, cudaStream_t stream);
+// Tensor-core path (decode_turbo_mma_cuda.cu); only where decode_uses_tensor_cores(p).
+cudaError_t launch_decode_turbo_mma(const DecodeLaunch& l, cudaStream_t stream);
 cudaError_t launch_decode_bf16(const DecodeLaunch& l, cudaStream_t stream);
 // Merges partials; unrotate: turbo's inverse FWHT before 1/l.
 cudaError_t launch_decode_reduce(const DecodeLaunch& l, bool unrotate, cudaStream_t stream);

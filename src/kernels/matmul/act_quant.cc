@@ -127,7 +127,7 @@ const ActQ8& quantize_act(ActKind kind, const float* x, int64_t n_tokens, int64_
     }
   };
   if (pool != nullptr && n_tokens > 1 && pool->n_threads() > 1) {
-    pool->parallel_for(n_tokens, run);
+    pool->parallel_for_dynamic(n_tokens, 4, run);
   } else {
     run(0, 0, n_tokens);
   }

@@ -1,7 +1,9 @@
 // CPU matmul entry: picks the activation format of the weight type (as
 // llama.cpp's vec_dot_type), quantizes x once per call, then splits output
-// rows over the thread pool and runs the per-ISA row kernels (AVX-512 VNNI
+// rows over the thread pool (dynamic chunks) and runs the per-ISA row kernels (AVX-512 VNNI
 // when the CPU has it, else AVX2). Results do not depend on the thread count.
+#include <algorithm>
+
 #include "base/check.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul/matmul_cpu_internal.h"
@@ -45,7 +47,10 @@ void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tok
     fn(w, a, x, n_tokens, 0, w.n_out, y);
     return;
   }
-  pool.parallel_for(w.n_out, [&](int, int64_t r0, int64_t r1) { fn(w, a, x, n_tokens, r0, r1, y); });
+  // Chunks of rows handed out dynamically: ~8 per thread, whole 16-row groups.
+  const int64_t per = (w.n_out + 8 * pool.n_threads() - 1) / (8 * pool.n_threads());
+  const int64_t grain = std::max<int64_t>(16, (per + 15) / 16 * 16);
+  pool.parallel_for_dynamic(w.n_out, grain, [&](int, int64_t r0, int64_t r1) { fn(w, a, x, n_tokens, r0, r1, y); });
 }
 
 void matmul_cpu(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {

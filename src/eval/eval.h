@@ -1,0 +1,82 @@
+// Quality evaluation of KV-cache schemes against bf16 KV (issue 6): two protocols
+// over one teacher-forced token stream, scored position by position against a
+// stored bf16 base (base_logits.h). serving-kl follows the reference (system.md §6):
+// prompts of `prefix_tokens` prefilled, then `decode_steps` teacher-forced decode()
+// calls, scoring each decode output. wikitext follows llama.cpp's perplexity tool:
+// chunks of n_ctx (BOS first if the model adds one), scoring the second half.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "eval/kl.h"
+#include "runtime/engine.h"
+
+namespace tkv::eval {
+
+enum class Protocol { kServingKl, kWikitext };
+Result<Protocol> parse_protocol(const std::string& text);  // "serving-kl" | "wikitext"
+const char* protocol_name(Protocol p);
+
+struct EvalOptions {
+  Protocol protocol = Protocol::kServingKl;
+  std::vector<std::string> schemes;  // run in order; bf16 base is made first when missing
+  std::string data_path;             // text corpus (wikitext-2-raw-test.txt)
+  std::string model_path;            // the GGUF the factory loads (part of the base key)
+  std::string model_label;           // free-form name written to the rows
+  std::string swa_mode = "quant";    // recorded in the rows (the factory applies it)
+  // wikitext
+  int n_ctx = 512;
+  int n_chunks = 20;
+  // serving-kl
+  int n_prompts = 8;
+  int prefix_tokens = 128;
+  int decode_steps = 32;
+  std::string base_path;  // base-logits file ("" = <model>.<protocol>.tkvbase next to nothing: required)
+  TruncationParams trunc;
+  bool progress = true;  // bar + ETA on stderr
+};
+
+// Builds an engine for one KV scheme (the CLI passes its common options through).
+using EngineFactory = std::function<Result<std::unique_ptr<runtime::Engine>>(const std::string& scheme)>;
+
+struct SchemeResult {
+  std::string scheme;
+  double bits_per_elem = 16;  // stored K+V bits per element over all layers (from the cache's bytes/token)
+  double format_bits = 16;    // the scheme's own bits/elem (kv_bits_per_element), = bits_per_elem without bf16 layers
+  double kl = 0, kl_ci95 = 0;
+  double ppl = 0, ppl_ci95 = 0;
+  double top1 = 0, top1_ci95 = 0;
+  double kept_mass = 0;  // mean base mass kept individually in the base file
+  int64_t n_scored = 0;
+  double seconds = 0;
+};
+
+struct EvalReport {
+  EvalOptions opts;
+  std::string model_path;
+  std::string arch;
+  int head_dim = 0;
+  int64_t n_tokens_corpus = 0;
+  std::vector<SchemeResult> rows;
+};
+
+// Runs every scheme in order. The base file is reused when its key matches
+// (same model file, protocol and parameters) and written otherwise.
+Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factory);
+
+// {"rows":[{"engine":"turbokv","model","protocol","scheme","bits_per_elem","kl","ppl","top1", ...}]}
+nlohmann::json report_to_json(const EvalReport& r);
+// Human-readable table.
+std::string report_to_table(const EvalReport& r);
+
+// Checks one curve.json document: "rows" array, each row with the string fields
+// model, protocol, scheme, engine and finite numbers bits_per_elem, kl, ppl, top1
+// (top1 may be null for peers that do not report it). "" when valid, else the first problem.
+std::string check_curve_schema(const nlohmann::json& doc);
+
+}  // namespace tkv::eval
