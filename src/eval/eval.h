@@ -29,6 +29,7 @@ struct EvalOptions {
   std::string model_path;            // the GGUF the factory loads (part of the base key)
   std::string model_label;           // free-form name written to the rows
   std::string swa_mode = "quant";    // recorded in the rows (the factory applies it)
+  bool key_center = true;            // --kv-key-center, recorded in the rows and the base key
   // wikitext
   int n_ctx = 512;
   int n_chunks = 20;

@@ -22,6 +22,7 @@ nlohmann::json report_to_json(const EvalReport& r) {
                           {"head_dim", r.head_dim},
                           {"protocol", protocol_label(o)},
                           {"kv_swa", o.swa_mode},
+                          {"key_center", o.key_center},
                           {"scheme", s.scheme},
                           {"family", s.scheme == "bf16" ? "bf16" : (s.scheme.rfind("turbo", 0) == 0 ? "turbo" : "affine")},
                           {"bits_per_elem", s.bits_per_elem},

@@ -69,7 +69,8 @@ std::string base_key(const EvalOptions& o, int64_t n_corpus) {
   std::string k = fmt::format("model={}:{} corpus={}:{} protocol={}", std::filesystem::path(o.model_path).filename().string(),
                               msize, std::filesystem::path(o.data_path).filename().string(), n_corpus,
                               protocol_name(o.protocol));
-  k += fmt::format(" trunc={}/{}/{}", o.trunc.mass, o.trunc.k_min, o.trunc.k_max);
+  k += fmt::format(" trunc={}/{}/{} key_center={}", o.trunc.mass, o.trunc.k_min, o.trunc.k_max,
+                   o.key_center ? "on" : "off");
   if (o.protocol == Protocol::kWikitext) return k + fmt::format(" n_ctx={} n_chunks={}", o.n_ctx, o.n_chunks);
   return k + fmt::format(" prompts={} prefix={} steps={}", o.n_prompts, o.prefix_tokens, o.decode_steps);
 }

@@ -37,6 +37,8 @@ void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int
   const float base = c.layer_rope_base[static_cast<size_t>(il)];
   kernels::rope(q_.data(), pos_.data(), n, c.n_heads, hd, c.n_rot, base, c.rope_freq_scale, c.rope_mode);
   kernels::rope(k_.data(), pos_.data(), n, c.n_kv_heads, hd, c.n_rot, base, c.rope_freq_scale, c.rope_mode);
+  // Same constant for every position, so attention is unchanged (model.h).
+  if (key_centering_active()) kernels::add_bias(k_.data(), L.k_center.data(), n, kv_dim);
 
   cache.write(il, seq, pos0, n, k_.data(), v_.data());
   kernels::AttnArgs a;

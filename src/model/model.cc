@@ -86,6 +86,8 @@ Status Model::bind_weights() {
     if (c.qkv_bias) {
       L.bq = b.vec(p + "attn_q.bias", q_dim);
       L.bk = b.vec(p + "attn_k.bias", kv_dim);
+      L.k_center.resize(L.bk.size());
+      for (size_t i = 0; i < L.bk.size(); ++i) L.k_center[i] = -L.bk[i];
       L.bv = b.vec(p + "attn_v.bias", kv_dim);
     }
     if (c.qk_norm) {

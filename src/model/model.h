@@ -21,6 +21,7 @@ struct LayerWeights {
   std::vector<float> post_attn_norm, post_ffn_norm;  // [d_model] (Gemma)
   std::vector<float> q_norm, k_norm;         // [head_dim] (Gemma)
   std::vector<float> bq, bk, bv;             // [n_heads*head_dim], [n_kv_heads*head_dim] (Qwen2)
+  std::vector<float> k_center;               // -bk: added to roped keys when key centering is on
 };
 
 struct Weights {
@@ -50,6 +51,12 @@ class Model {
   // Wall time spent inside KvCache::attend since the last reset (for bench's
   // attention-only figure; two clock reads per layer).
   double attention_ms() const { return attn_ms_; }
+  // Key centering (docs/kv-cache.md): with a K bias, store k - b_k instead of k.
+  // Every score of a query moves by the same q.b_k, so softmax (attention) is
+  // unchanged, while the huge constant bias channels (Qwen2.5: |b_k| up to 354)
+  // no longer eat the quantizer's range. No effect on models without K bias.
+  void set_key_centering(bool on) { key_center_ = on; }
+  bool key_centering_active() const { return key_center_ && cfg_.qkv_bias; }
   void reset_attention_ms() { attn_ms_ = 0; }
 
  private:
@@ -64,6 +71,7 @@ class Model {
   std::vector<float> x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_, tmp_;
   std::vector<int32_t> pos_;
   double attn_ms_ = 0;
+  bool key_center_ = true;
 };
 
 }  // namespace tkv::model

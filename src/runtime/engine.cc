@@ -25,6 +25,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   const int nt = opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::thread::hardware_concurrency());
   e->pool_ = std::make_unique<ThreadPool>(nt > 0 ? nt : 1);
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(opts.model_path));
+  e->model_->set_key_centering(opts.key_center);
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
   TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), opts.cache));
   return e;

@@ -21,6 +21,7 @@ struct EngineOptions {
   kv::CacheOptions cache;   // scheme, page size, capacity
   int n_threads = 0;        // 0 = all cores
   int ubatch = 512;         // prefill chunk
+  bool key_center = true;   // --kv-key-center: store k - b_k (model.h); exact for attention
 };
 
 struct GenerateStats {

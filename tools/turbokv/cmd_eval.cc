@@ -96,6 +96,7 @@ int run_eval_cmd(EvalArgs& a) {
   o.model_path = model_path;
   o.model_label = a.label.empty() ? std::filesystem::path(model_path).stem().string() : a.label;
   o.swa_mode = a.common.kv_quant_swa;
+  o.key_center = a.common.kv_key_center == "on";
   // serving-kl is small enough to keep whole rows (exact KL); wikitext keeps the top tokens up to 0.9999 mass.
   const bool wiki = o.protocol == eval::Protocol::kWikitext;
   o.trunc.k_max = a.base_topk >= 0 ? a.base_topk : (wiki ? 8192 : 0);

@@ -20,6 +20,7 @@ struct CommonOptions {
   int64_t kv_quant_start = 0;       // --kv-quant-start
   std::string kv_quant_swa = "quant";  // --kv-quant-swa quant | bf16
   std::string kv_attn = "fused";    // --kv-attn fused | reference
+  std::string kv_key_center = "on";  // --kv-key-center on | off
   int64_t ctx = 4096;
   int ubatch = 512;
 };

@@ -28,6 +28,9 @@ void add_kv_options(CLI::App* app, CommonOptions& o) {
       ->check(kv_validator("SWA", [](const std::string& v) { return kv::parse_swa_mode(v).status(); }));
   app->add_option("--kv-attn", o.kv_attn, "Attention over a quantized cache: fused (default) | reference")
       ->check(kv_validator("PATH", [](const std::string& v) { return kv::parse_attn_path(v).status(); }));
+  app->add_option("--kv-key-center", o.kv_key_center,
+                  "Store keys minus the model's K bias (exact for attention; Qwen2): on (default) | off")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 }  // namespace
@@ -55,6 +58,7 @@ std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o) {
   eo.model_path = o.model.empty() ? runtime::default_model_path() : o.model;
   eo.n_threads = o.threads;
   eo.ubatch = o.ubatch;
+  eo.key_center = o.kv_key_center == "on";
   eo.cache.scheme = o.kv_quant;
   eo.cache.quant_start = o.kv_quant_start;
   eo.cache.swa_bf16 = kv::parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
