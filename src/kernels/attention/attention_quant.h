@@ -39,6 +39,11 @@ void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& 
 // softmax, turbo V accumulated in the rotated domain and un-rotated once per
 // (query, head) row), threads over (query, kv head) tasks and KV splits with a
 // log-sum-exp merge (flash-decoding) when there are too few tasks.
-void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a, ThreadPool& pool);
+// The inner loop runs 16-lane AVX-512 when the CPU has it and head_dim % 16 == 0
+// (FusedIsa::kAuto), else 8-lane AVX2; tests force each.
+enum class FusedIsa { kAuto, kAvx2, kAvx512 };
+bool fused_has_avx512();
+void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a, ThreadPool& pool,
+                               FusedIsa isa = FusedIsa::kAuto);
 
 }  // namespace tkv::kernels

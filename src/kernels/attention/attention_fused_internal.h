@@ -1,0 +1,60 @@
+// Internal to the fused paged attention: the per-segment row formats, the
+// running softmax state and the per-ISA inner loop (attention_fused_kernels.inc,
+// built for AVX2 and AVX-512 in attention_fused_avx2.cc / _avx512.cc). The
+// driver (splits, threads, merge, un-rotation) is attention_fused_cpu.cc.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention/attention_quant.h"
+
+namespace tkv::kernels::fused {
+
+constexpr int kBlock = 32;     // keys per online-softmax step
+constexpr int kMaxGroup = 16;  // query heads per kv head
+constexpr int kTile = 8;       // query heads kept in registers at once
+constexpr int kMaxDim = 512;
+
+// Byte offsets of a row's planes, head_dim and the turbo centroids.
+struct RowFmt {
+  int64_t k_off = 0, v_off = 0, ks_off = 0, kz_off = 0, vs_off = 0, vz_off = 0;
+  int head_dim = 0;
+  const float* centroids = nullptr;  // [2^v_bits] turbo only, padded to 256 entries
+};
+
+enum class KId { kBf16, kT2, kT3, kT4, kT5, kT8s, kT8u, kA4, kA8 };
+enum class VId { kBf16, kT1, kT2, kT3, kT4, kT5, kT8, kA4, kA8 };
+
+struct SegFmt {
+  RowFmt row;
+  int64_t row_bytes = 0;
+  KId k = KId::kBf16;
+  VId v = VId::kBf16;
+  bool rotated = false;
+};
+
+// Running softmax state of one task: heads [G], accumulators [G, head_dim].
+struct State {
+  float m[kMaxGroup], l[kMaxGroup];
+  float* acc_p;  // [G, d] original-domain V (bf16 / affine segments)
+  float* acc_r;  // [G, d] rotated-domain V (turbo segments)
+};
+
+struct Ctx {
+  const KvSegmentView* segs;
+  const SegFmt* fmts;
+  int n_segs;
+  const AttnArgs* a;
+  int group, head_dim, n_kv_heads;
+  int64_t n_total;
+  bool has_rot;
+};
+
+// Attends query i / kv head kh over keys [j0, j1) of every segment into st.
+namespace avx2 {
+void run_range(const Ctx& c, int64_t i, int kh, int64_t j0, int64_t j1, State& st);
+}
+namespace avx512 {
+void run_range(const Ctx& c, int64_t i, int kh, int64_t j0, int64_t j1, State& st);
+}
+
+}  // namespace tkv::kernels::fused
