@@ -73,7 +73,8 @@ struct Scheme {
   PagedKvFormat f;
 };
 
-nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count, int minb, bool general) {
+nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count, int minb, bool general,
+                            int part) {
   const int n_kv = 8, n_heads = 32, page = 16;
   const PagedKvFormat& f = sc.f;
   const int64_t pages = (int64_t)batch * ctx / page, rows = pages * page * n_kv;
@@ -121,6 +122,7 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   p.sm_count = sm_count;
   p.min_blocks_per_sm = minb;
   p.general_kernel = general;
+  p.partition_tokens = part;  // 0: auto
   const char* kernel = kernels::decode_uses_tensor_cores(p) ? "mma" : "fp32";
   p.workspace_bytes = kernels::decode_workspace_bytes(p);
   p.workspace = dmalloc(p.workspace_bytes);
@@ -183,7 +185,7 @@ int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
   bool quick = false, encode = true, general = false;
   std::string only_scheme;
-  int only_batch = 0, only_ctx = 0, minb = 0;
+  int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
@@ -194,6 +196,7 @@ int run(int argc, char** argv) {
     if (a == "--batch" && i + 1 < argc) only_batch = std::atoi(argv[++i]);
     if (a == "--ctx" && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
     if (a == "--minb" && i + 1 < argc) minb = std::atoi(argv[++i]);
+    if (a == "--part" && i + 1 < argc) part = std::atoi(argv[++i]);  // tokens per partition (multiple of 64)
   }
   if (device::cuda_device_count() == 0) {
     std::fprintf(stderr, "tkv_cuda_bench: %s\n", device::cuda_device_summary().c_str());
@@ -215,7 +218,7 @@ int run(int argc, char** argv) {
         if ((!only_scheme.empty() && only_scheme != sc.name) || (only_batch && only_batch != batch) ||
             (only_ctx && only_ctx != ctx))
           continue;
-        j["rows"].push_back(bench_decode(sc, batch, ctx, copy, prop.multiProcessorCount, minb, general));
+        j["rows"].push_back(bench_decode(sc, batch, ctx, copy, prop.multiProcessorCount, minb, general, part));
       }
     }
   }

@@ -23,7 +23,7 @@ fi
 if [ -n "${TKV_NCU:-}" ]; then  # hardware counters for one shape per scheme (Firecracker only)
   for sm in $TKV_NCU; do
     s=${sm%:*}; mb=${sm#*:}
-    timeout 120 ncu --clock-control none --kernel-name regex:"decode_(turbo|bf16)_kernel" --launch-skip 3 --launch-count 1 \
+    timeout 120 ncu --clock-control none --kernel-name regex:"decode_(turbo|turbo_mma|bf16)_kernel" --launch-skip 3 --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
       --section LaunchStats --section MemoryWorkloadAnalysis \
       $C/bin/tkv_cuda_bench --scheme $s --batch 8 --ctx 32768 --no-encode --minb $mb --out /tmp/ncu.json > $OUT/ncu-$s-$mb.txt 2>&1

@@ -6,6 +6,7 @@
 #include "kernels/attention_cuda/attention_cuda.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "base/status.h"
 #include "device/cuda_check.h"
@@ -19,6 +20,7 @@ namespace {
 constexpr int kPartAlign = 64;     // tokens: a multiple of every block's tokens per loop step
 constexpr int kMinPart = 256;      // below this the partial/merge overhead dominates
 constexpr int kMaxPart = 4096;
+constexpr int kMaxMmaPart = 16384;  // tensor-core path: longest partition
 constexpr int kBlocksPerSm = 16;   // target grid: several waves of resident blocks
 
 int heads_per_block(int gqa) { return gqa % 4 == 0 ? 4 : gqa % 2 == 0 ? 2 : 1; }
@@ -59,6 +61,26 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   const int64_t blocks = (int64_t)p.n_seqs * p.kv.n_kv_heads * (gqa / plan.query_heads_per_block);
   const int len = std::max(1, p.max_seq_len);
   int part = p.partition_tokens;
+  if (part <= 0 && decode_uses_tensor_cores(p)) {
+    // Whole waves: the tensor-core kernel keeps kMmaBlocksPerSm blocks on every SM, each
+    // block streams ceil(part/64) tiles, plus about 2 tiles of fixed cost (pipeline fill,
+    // partial write, its share of the reduce). Pick the split with the fewest
+    // wave-tiles; ties go to fewer partitions. Partitions stay <= kMaxMmaPart: on the
+    // H200, B=32 x 128k ran 3146 us as 2 x 65536 tokens (one wave) and 2590 us as
+    // 8 x 16384 (docs/bench/cuda.md); very long blocks drift apart and lose the L2 sharing
+    // of the scale/V sectors they have in common with the neighbouring kv heads' blocks.
+    const int64_t slots = (int64_t)std::max(1, p.sm_count) * cuda_detail::kMmaBlocksPerSm;
+    const int max_parts = std::max(1, (len + kMinPart - 1) / kMinPart);
+    int64_t best = INT64_MAX;
+    for (int n = 1; n <= max_parts; ++n) {
+      const int cand = (len + n - 1) / n, cpart = (cand + kPartAlign - 1) / kPartAlign * kPartAlign;
+      const int64_t parts = (len + cpart - 1) / cpart;
+      if (parts != n || cpart > kMaxMmaPart) continue;  // the same split as a smaller n, or too long
+      const int64_t waves = (blocks * parts + slots - 1) / slots;
+      const int64_t cost = waves * (cpart / kPartAlign + 2);
+      if (cost < best) best = cost, part = cpart;
+    }
+  }
   if (part <= 0) {
     const int64_t want_parts = std::max<int64_t>(1, (int64_t)p.sm_count * kBlocksPerSm / std::max<int64_t>(1, blocks));
     part = (int)std::clamp<int64_t>((len + want_parts - 1) / want_parts, kMinPart, kMaxPart);

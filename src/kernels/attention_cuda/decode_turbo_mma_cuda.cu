@@ -12,7 +12,7 @@ namespace {
 constexpr int kD = 128;           // head_dim of this path
 constexpr int kHeads = 4;         // query heads per block (one GQA tile)
 constexpr int kTok = 64;          // tokens per pipeline stage (16 per warp)
-constexpr int kMinBlocks = 4;     // resident blocks per SM the registers are capped for
+constexpr int kMinBlocks = kMmaBlocksPerSm;  // resident blocks per SM the registers are capped for
 
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -110,11 +110,11 @@ __device__ __forceinline__ void qk_ntile(float (&d)[4], const QFrag& qf, const u
 // V, k scale, k zero, v scale as [kTok][row]; K's 16-byte units XOR-swizzled by token
 // (unit u of token t lands at u ^ (t & 7)) so the QK loads are bank-conflict free.
 template <int VR>
-__device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, uint8_t* stage, int t0, int t_end,
-                                               const int32_t* pages, int ps_shift, int kvh) {
+__device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, uint8_t* stage, int t0, int t_end, int32_t page,
+                                               int kvh) {
   const int tok = threadIdx.x >> 1, sub = threadIdx.x & 1, t = t0 + tok;
   if (t >= t_end) return;
-  const int64_t row = ((int64_t)pages[t >> ps_shift] * kv.page_size + (t & (kv.page_size - 1))) * kv.n_kv_heads + kvh;
+  const int64_t row = ((int64_t)page * kv.page_size + (t & (kv.page_size - 1))) * kv.n_kv_heads + kvh;
   const uint8_t* ks = kv.k_data + row * kD;
 #pragma unroll
   for (int u = sub; u < kD / 16; u += 2) cp_async(stage + tok * kD + ((u ^ (tok & 7)) << 4), ks + 16 * u, 16);
@@ -129,6 +129,13 @@ __device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, uint8_t* stage
   } else {
     cp_async(sdst + 2 * kTok * 8, kv.v_scale + row * 4, 8);
   }
+}
+
+// Page of this thread's token in the tile at t0 (0 past t_end): loaded a tile ahead of
+// its copies, so the page-table latency is off the loop's critical path.
+__device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t_end, int ps_shift) {
+  const int t = t0 + (threadIdx.x >> 1);
+  return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
 }
 
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
@@ -244,9 +251,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) decode_turbo_mma_kernel(
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) issue_mma_tile<kVr>(kv, smem + s * kStage, t_begin + s * kTok, t_end, pages, ps_shift, kvh);
+    if (s < n_tiles)
+      issue_mma_tile<kVr>(kv, smem + s * kStage, t_begin + s * kTok, t_end,
+                          tile_page(pages, t_begin + s * kTok, t_end, ps_shift), kvh);
     cp_async_commit();
   }
+  int32_t next_page = tile_page(pages, t_begin + (kStages - 1) * kTok, t_end, ps_shift);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane & 3, ga = (lane >> 2) >> 2;
   const QFrag qf = load_q(a, seq, hq0, lane);
   const uint32_t kxor = kv.format.k_signed ? 0x80808080u : 0u;
@@ -259,8 +269,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) decode_turbo_mma_kernel(
     cp_async_wait<kStages - 2>();
     __syncthreads();
     const int nxt = it + kStages - 1;
-    if (nxt < n_tiles) issue_mma_tile<kVr>(kv, smem + (nxt % kStages) * kStage, t_begin + nxt * kTok, t_end, pages,
-                                           ps_shift, kvh);
+    if (nxt < n_tiles) {
+      issue_mma_tile<kVr>(kv, smem + (nxt % kStages) * kStage, t_begin + nxt * kTok, t_end, next_page, kvh);
+      next_page = tile_page(pages, t_begin + (nxt + 1) * kTok, t_end, ps_shift);
+    }
     cp_async_commit();
     const uint8_t* st = smem + (it % kStages) * kStage;
     const uint8_t* ksp = st + kTok * (kD + kVr);
