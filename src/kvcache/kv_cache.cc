@@ -19,7 +19,8 @@ Status check_kv_scheme_syntax(const std::string& scheme) {
 Result<AttnPath> parse_attn_path(const std::string& text) {
   if (text == "fused") return AttnPath::kFused;
   if (text == "reference") return AttnPath::kReference;
-  return invalid_argument("[kvcache] unknown --kv-attn '{}' (valid: fused | reference)", text);
+  if (text == "verify") return AttnPath::kVerify;
+  return invalid_argument("[kvcache] unknown --kv-attn '{}' (valid: fused | reference | verify)", text);
 }
 
 Result<bool> parse_swa_mode(const std::string& text) {

@@ -21,8 +21,19 @@ struct KvShape {
   std::vector<int64_t> layer_window;  // [n_layers] 0 = full attention, else sliding window size
 };
 
-// Which attention kernel a quantized cache runs (--kv-attn).
-enum class AttnPath { kFused, kReference };
+// Which attention kernel a quantized cache runs (--kv-attn). kVerify runs the
+// fused kernel, then the reference on the same call, keeps the fused output and
+// records how far apart they were (KvCache::attn_check()): the in-model check
+// that the fused kernel computes what the oracle does, on real activations.
+enum class AttnPath { kFused, kReference, kVerify };
+
+// What --kv-attn verify saw over all attend() calls so far.
+struct AttnCheck {
+  int64_t calls = 0;
+  double max_abs_err = 0;  // max |fused - reference| over every output element
+  double max_abs_out = 0;  // max |reference| (the scale of that error)
+  double max_rel_err = 0;  // max over calls of max|diff| / max(max|ref|, 1e-30)
+};
 
 struct CacheOptions {
   std::string scheme = "bf16";  // as given to --kv-quant
@@ -31,14 +42,14 @@ struct CacheOptions {
   int max_seqs = 8;
   int64_t quant_start = 0;      // --kv-quant-start: positions < quant_start stay bf16
   bool swa_bf16 = false;        // --kv-quant-swa bf16: sliding-window layers stay bf16
-  AttnPath attn = AttnPath::kFused;  // --kv-attn fused | reference
+  AttnPath attn = AttnPath::kFused;  // --kv-attn fused | reference | verify
   int64_t max_chunk_tokens = 4096;   // largest n_new of one reserve (sizes sliding-window pools)
 };
 
 // The one parser of the --kv-* flag values; errors list the valid forms.
 // Scheme syntax only (head_dim is checked when the cache is built for a model).
 Status check_kv_scheme_syntax(const std::string& scheme);
-Result<AttnPath> parse_attn_path(const std::string& text);   // "fused" | "reference"
+Result<AttnPath> parse_attn_path(const std::string& text);   // "fused" | "reference" | "verify"
 Result<bool> parse_swa_mode(const std::string& text);        // "quant" -> false | "bf16" -> true
 
 // Memory model of a cache: bytes per token over all layers (sliding-window layers
@@ -81,6 +92,8 @@ class KvCache {
   // Bytes actually allocated for pools (measured from the allocations).
   virtual size_t allocated_bytes() const = 0;
   virtual int64_t capacity_tokens() const = 0;
+  // Fused-vs-reference agreement under AttnPath::kVerify (all zero otherwise).
+  virtual AttnCheck attn_check() const = 0;
 };
 
 // Builds the cache named by opts.scheme for the given model shape.

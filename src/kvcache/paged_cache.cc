@@ -6,6 +6,7 @@
 #include "kvcache/paged_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 
@@ -74,8 +75,13 @@ class PagedCache final : public KvCache {
   size_t bytes_per_token() const override { return lay_.memory.bytes_per_token; }
   size_t allocated_bytes() const override { return allocated_; }
   int64_t capacity_tokens() const override { return lay_.capacity_tokens; }
+  AttnCheck attn_check() const override {
+    std::lock_guard<std::mutex> lk(check_mu_);
+    return check_;
+  }
 
  private:
+  void verify(const kernels::KvSegmentView* segs, int n_segs, const kernels::AttnArgs& a);
   void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k, const float* v);
   KvShape shape_;
   CacheOptions opts_;
@@ -83,6 +89,8 @@ class PagedCache final : public KvCache {
   std::vector<Store> stores_;
   std::vector<int64_t> seq_len_;
   size_t allocated_ = 0;
+  mutable std::mutex check_mu_;  // attend() may run for several sequences at once
+  AttnCheck check_;
 };
 
 Result<int> PagedCache::fork_seq(int src) {
@@ -214,9 +222,32 @@ void PagedCache::attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPo
   TKV_CHECK(n_segs > 0);
   if (opts_.attn == AttnPath::kReference) {
     kernels::attention_paged_ref(segs, n_segs, a);
-  } else {
-    kernels::attention_paged_fused_cpu(segs, n_segs, a, pool);
+    return;
   }
+  kernels::attention_paged_fused_cpu(segs, n_segs, a, pool);
+  if (opts_.attn == AttnPath::kVerify) verify(segs, n_segs, a);
+}
+
+void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs, const kernels::AttnArgs& a) {
+  std::vector<float> ref(static_cast<size_t>(a.n_q * a.n_heads * shape_.head_dim));
+  kernels::AttnArgs r = a;
+  r.out = ref.data();
+  kernels::attention_paged_ref(segs, n_segs, r);
+  double err = 0, mag = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(ref[i] - a.out[i])));
+    mag = std::max(mag, static_cast<double>(std::fabs(ref[i])));
+  }
+  const double rel = err / std::max(mag, 1e-30);
+  std::lock_guard<std::mutex> lk(check_mu_);
+  // fp32 attention agrees to ~1e-6 relative; 1e-4 means a kernel bug, say so once.
+  if (rel > 1e-4 && check_.max_rel_err <= 1e-4)
+    TKV_LOG_WARN("[kvcache] --kv-attn verify: fused and reference differ by {:.3g} (max |out| {:.3g}) at q_pos0 {} n_q {}",
+                 err, mag, a.q_pos0, a.n_q);
+  ++check_.calls;
+  check_.max_abs_err = std::max(check_.max_abs_err, err);
+  check_.max_abs_out = std::max(check_.max_abs_out, mag);
+  check_.max_rel_err = std::max(check_.max_rel_err, rel);
 }
 
 }  // namespace

@@ -1,10 +1,19 @@
 // End to end through the engine (SmolLM2-135M-Instruct Q4_1, skipped when the
-// model file is missing): greedy turbo:k8v8 reproduces bf16 for the first 32
-// tokens; turbo:k8v3 stays close (teacher-forced KL / top-1 agreement on the
-// bf16 continuation); fused == reference path; bad --kv-quant values are refused.
+// model file is missing). Every comparison is teacher-forced on one token
+// sequence (prompt + a bf16 greedy continuation), so a near-tie flipping one
+// greedy token cannot derail the rest of the run: fp32 summation order differs
+// between the AVX2 and AVX-512 kernels and this small Q4_1 model turns that
+// into logit differences of ~1 on a few tokens, which made exact greedy-equality
+// tests pass on one ISA and fail on the other. What is checked instead:
+//  - mean KL(reference || candidate) of next-token distributions,
+//  - top-1 equality at every position where the reference's top-1 margin is
+//    wide (>= kMargin logits), i.e. where no legitimate rounding could flip it.
+// Bad --kv-quant values are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "runtime/engine.h"
@@ -54,6 +63,58 @@ std::vector<int32_t> greedy(runtime::Engine& e, const std::vector<int32_t>& prom
   return out;
 }
 
+struct Closeness {
+  double mean_kl = 0;   // mean KL(ref || got) over the scored positions
+  int wide = 0;         // positions whose reference top-1 margin >= kMargin
+  int wide_agree = 0;   // ... of which the candidate's top-1 matches
+  int agree = 0, n = 0; // top-1 agreement over all scored positions
+};
+
+// Wider than twice the largest teacher-forced logit drift seen between two
+// correct runs (1.43), so a flip at such a position is a real error.
+constexpr double kMargin = 3.0;
+
+// Logits of every position of `all` in one prefill (teacher forcing).
+std::vector<float> logits_of(runtime::Engine& e, const std::vector<int32_t>& all) {
+  std::vector<float> lg;
+  auto seq = e.cache().create_seq();
+  EXPECT_TRUE(seq.ok());
+  EXPECT_TRUE(e.prefill(*seq, all, &lg, true).ok());
+  e.cache().free_seq(*seq);
+  return lg;
+}
+
+// Scores positions [from, n_tok - 1): the distributions predicting tokens from+1..
+Closeness compare(const std::vector<float>& ref, const std::vector<float>& got, int64_t nv, size_t from) {
+  Closeness c;
+  const size_t n_tok = ref.size() / nv;
+  double kl_sum = 0;
+  for (size_t t = from; t + 1 < n_tok; ++t, ++c.n) {
+    const float* p = ref.data() + t * nv;
+    const float* q = got.data() + t * nv;
+    const double mp = *std::max_element(p, p + nv), mq = *std::max_element(q, q + nv);
+    double zp = 0, zq = 0;
+    for (int64_t i = 0; i < nv; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
+    double kl = 0;
+    for (int64_t i = 0; i < nv; ++i) {
+      const double lp = p[i] - mp - std::log(zp), lq = q[i] - mq - std::log(zq);
+      kl += std::exp(lp) * (lp - lq);
+    }
+    kl_sum += kl;
+    const int64_t tp = std::max_element(p, p + nv) - p, tq = std::max_element(q, q + nv) - q;
+    float second = -INFINITY;
+    for (int64_t i = 0; i < nv; ++i)
+      if (i != tp) second = std::max(second, p[i]);
+    c.agree += tp == tq;
+    if (p[tp] - second >= kMargin) {
+      ++c.wide;
+      c.wide_agree += tp == tq;
+    }
+  }
+  c.mean_kl = kl_sum / c.n;
+  return c;
+}
+
 class KvE2e : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,68 +122,91 @@ class KvE2e : public ::testing::Test {
   }
 };
 
-TEST_F(KvE2e, TurboK8v8GreedyMatchesBf16For32Tokens) {
+// The teacher-forced sequence: chat prompt + 48 greedy bf16 tokens.
+struct Forced {
+  std::vector<int32_t> all;
+  size_t from = 0;  // first scored position (last prompt token)
+};
+
+Forced forced_sequence(runtime::Engine& bf) {
+  Forced f;
+  f.all = prompt_tokens(bf);
+  f.from = f.all.size() - 1;
+  const auto cont = greedy(bf, f.all, 48);
+  EXPECT_GE(cont.size(), 32u) << "bf16 stopped early";
+  f.all.insert(f.all.end(), cont.begin(), cont.end());
+  return f;
+}
+
+// k8v8 is near-lossless: measured KL ~0.005 and 46-47/48 top-1 on this model.
+// The bounds below fail for k8v3-class error (KL ~0.03) and for any real
+// layout or scale bug (KL > 0.1), so the test can fail.
+TEST_F(KvE2e, TurboK8v8TracksBf16) {
   auto bf = engine("bf16");
   auto tq = engine("turbo:k8v8");
   ASSERT_TRUE(bf && tq);
-  const auto prompt = prompt_tokens(*bf);
-  const auto a = greedy(*bf, prompt, 32), b = greedy(*tq, prompt, 32);
-  ASSERT_GE(a.size(), 32u) << "bf16 stopped early";
-  for (size_t i = 0; i < 32; ++i) ASSERT_EQ(a[i], b[i]) << "first divergence at token " << i;
+  const auto f = forced_sequence(*bf);
+  const int64_t nv = bf->model().config().n_vocab;
+  const auto c = compare(logits_of(*bf, f.all), logits_of(*tq, f.all), nv, f.from);
+  std::printf("turbo:k8v8 vs bf16: mean KL %.5f, top-1 %d/%d, wide-margin top-1 %d/%d\n", c.mean_kl, c.agree,
+              c.n, c.wide_agree, c.wide);
+  EXPECT_LT(c.mean_kl, 0.02);
+  ASSERT_GE(c.wide, c.n / 8) << "too few wide-margin positions to say anything";
+  EXPECT_EQ(c.wide_agree, c.wide);
 }
 
-// Teacher-forced on the bf16 greedy continuation: mean KL(bf16 || scheme) of the
-// next-token distributions and top-1 agreement. The bounds are the spec §6 scale
-// (k8v3 KL 0.03 on a 1B model) with head-room for a 135M model, not derived.
+// The bounds are the spec §6 scale (k8v3 KL 0.03 on a 1B model) with head-room
+// for a 135M model, not derived.
 TEST_F(KvE2e, TurboK8v3StaysCloseToBf16) {
   auto bf = engine("bf16");
-  ASSERT_TRUE(bf);
-  auto prompt = prompt_tokens(*bf);
-  const auto cont = greedy(*bf, prompt, 48);
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), cont.begin(), cont.end());
+  auto tq = engine("turbo");
+  ASSERT_TRUE(bf && tq);
+  const auto f = forced_sequence(*bf);
   const int64_t nv = bf->model().config().n_vocab;
-  const auto logits_of = [&](runtime::Engine& e) {
-    std::vector<float> lg;
-    auto seq = e.cache().create_seq();
-    EXPECT_TRUE(e.prefill(*seq, all, &lg, true).ok());
-    e.cache().free_seq(*seq);
-    return lg;
-  };
-  const auto ref = logits_of(*bf);
-  for (const char* scheme : {"turbo", "turbo:k8v8"}) {
-    auto tq = engine(scheme);
-    ASSERT_TRUE(tq);
-    const auto got = logits_of(*tq);
-    double kl_sum = 0;
-    int agree = 0, n = 0;
-    for (size_t t = prompt.size() - 1; t + 1 < all.size(); ++t, ++n) {
-      const float* p = ref.data() + t * nv;
-      const float* q = got.data() + t * nv;
-      const double mp = *std::max_element(p, p + nv), mq = *std::max_element(q, q + nv);
-      double zp = 0, zq = 0;
-      for (int64_t i = 0; i < nv; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
-      double kl = 0;
-      for (int64_t i = 0; i < nv; ++i) {
-        const double lp = p[i] - mp - std::log(zp), lq = q[i] - mq - std::log(zq);
-        kl += std::exp(lp) * (lp - lq);
-      }
-      kl_sum += kl;
-      agree += (std::max_element(p, p + nv) - p) == (std::max_element(q, q + nv) - q);
-    }
-    const double mean_kl = kl_sum / n;
-    std::printf("%s: mean KL vs bf16 %.5f, top-1 agreement %d/%d\n", scheme, mean_kl, agree, n);
-    EXPECT_LT(mean_kl, 0.15) << scheme;
-    EXPECT_GE(agree, n * 8 / 10) << scheme;
-  }
+  const auto c = compare(logits_of(*bf, f.all), logits_of(*tq, f.all), nv, f.from);
+  std::printf("turbo vs bf16: mean KL %.5f, top-1 %d/%d, wide-margin top-1 %d/%d\n", c.mean_kl, c.agree, c.n,
+              c.wide_agree, c.wide);
+  EXPECT_LT(c.mean_kl, 0.15);
+  EXPECT_GE(c.agree, c.n * 8 / 10);
 }
 
-TEST_F(KvE2e, FusedEqualsReferencePathGreedy) {
-  auto f = engine("turbo", kv::AttnPath::kFused, 8);
-  auto r = engine("turbo", kv::AttnPath::kReference, 8);
-  ASSERT_TRUE(f && r);
-  const auto prompt = prompt_tokens(*f);
-  EXPECT_EQ(greedy(*f, prompt, 16), greedy(*r, prompt, 16));
+// Fused kernel vs the dequantize-then-attend reference on real activations.
+// Per call (--kv-attn verify: the reference runs on the fused engine's own
+// inputs): both read the same stored bytes and differ only in fp32 order, so
+// they agree to ~1e-6 relative (measured 2e-7); a wrong page walk, bf16-window
+// boundary or deferred un-rotation is O(1). Per logit: the matmuls quantize
+// activations to Q8 blocks, so a 1e-7 difference can flip a rounding and the
+// two engines' logits drift by up to ~1.4 (measured teacher-forced KL 0.003-
+// 0.006 for bf16/k8v8, 0.025 for k8v3, whose V codebook decisions flip too):
+// bound that loosely and require wide-margin top-1 equality. k4v2 drifts so far
+// between two correct runs (KL 0.17-0.24) that only its per-call check means
+// anything (max_kl < 0 skips the logit checks).
+TEST_F(KvE2e, FusedMatchesReferencePath) {
+  auto bf = engine("bf16");
+  ASSERT_TRUE(bf);
+  const auto f = forced_sequence(*bf);
+  const int64_t nv = bf->model().config().n_vocab;
+  const struct {
+    const char* scheme;
+    double max_kl;
+  } cases[] = {{"turbo", 0.06}, {"turbo:k8v8", 0.02}, {"bf16", 0.02}, {"turbo:k4v2", -1}};
+  for (const auto& [scheme, max_kl] : cases) {
+    auto fu = engine(scheme, kv::AttnPath::kVerify, 8);
+    auto re = engine(scheme, kv::AttnPath::kReference, 8);
+    ASSERT_TRUE(fu && re);
+    const auto c = compare(logits_of(*re, f.all), logits_of(*fu, f.all), nv, f.from);
+    greedy(*fu, prompt_tokens(*fu), 24);  // decode steps: one query, growing context
+    const kv::AttnCheck chk = fu->cache().attn_check();
+    std::printf("%s fused vs reference: %lld calls, max rel err %.3g; logits: mean KL %.6f, top-1 %d/%d, "
+                "wide-margin top-1 %d/%d\n",
+                scheme, static_cast<long long>(chk.calls), chk.max_rel_err, c.mean_kl, c.agree, c.n, c.wide_agree,
+                c.wide);
+    EXPECT_GE(chk.calls, 25 * fu->model().config().n_layers) << scheme;  // 2 prefills + >= 23 decode steps
+    EXPECT_LT(chk.max_rel_err, 1e-5) << scheme;
+    if (max_kl < 0) continue;
+    EXPECT_LT(c.mean_kl, max_kl) << scheme;
+    EXPECT_EQ(c.wide_agree, c.wide) << scheme;
+  }
 }
 
 TEST_F(KvE2e, BadKvQuantIsRefusedWithValidForms) {

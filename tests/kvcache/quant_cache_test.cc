@@ -245,6 +245,9 @@ TEST(QuantCache, BadSchemesAndHeadDims) {
   o.scheme = "bf16";
   EXPECT_TRUE(create_cache(odd, o).ok());
   EXPECT_FALSE(parse_attn_path("fast").ok());
+  EXPECT_NE(parse_attn_path("fast").status().message().find("fused | reference | verify"), std::string::npos);
+  ASSERT_TRUE(parse_attn_path("verify").ok());
+  EXPECT_EQ(parse_attn_path("verify").value(), AttnPath::kVerify);
   EXPECT_FALSE(parse_swa_mode("f16").ok());
 }
 

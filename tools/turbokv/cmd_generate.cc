@@ -61,6 +61,10 @@ static int run_generate(GenerateArgs& a) {
                s.decode_tok_s(), gbs, kv.scheme_name().c_str(), kv.bytes_per_token(),
                static_cast<double>(kv.bytes_per_token()) * static_cast<double>(n_ctx) / (1024.0 * 1024.0),
                static_cast<long long>(n_ctx), static_cast<double>(kv.allocated_bytes()) / (1024.0 * 1024.0));
+  if (const kv::AttnCheck c = kv.attn_check(); c.calls > 0)
+    std::fprintf(stderr, "[turbokv] --kv-attn verify: %lld attention calls, max |fused - reference| %.3g (max |out| %.3g, "
+                 "worst call relative %.3g)\n",
+                 static_cast<long long>(c.calls), c.max_abs_err, c.max_abs_out, c.max_rel_err);
   return 0;
 }
 

@@ -26,7 +26,7 @@ void add_kv_options(CLI::App* app, CommonOptions& o) {
       ->check(CLI::NonNegativeNumber);
   app->add_option("--kv-quant-swa", o.kv_quant_swa, "Sliding-window layers: quant (default) | bf16")
       ->check(kv_validator("SWA", [](const std::string& v) { return kv::parse_swa_mode(v).status(); }));
-  app->add_option("--kv-attn", o.kv_attn, "Attention over a quantized cache: fused (default) | reference")
+  app->add_option("--kv-attn", o.kv_attn, "Attention over a quantized cache: fused (default) | reference | verify (fused, checked against reference)")
       ->check(kv_validator("PATH", [](const std::string& v) { return kv::parse_attn_path(v).status(); }));
   app->add_option("--kv-key-center", o.kv_key_center,
                   "Store keys minus the model's K bias (exact for attention; Qwen2): on (default) | off")

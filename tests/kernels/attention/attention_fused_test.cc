@@ -177,6 +177,18 @@ TEST(AttentionFused, Bf16PrefixThenQuantized) {
   run_case(all_schemes(128)[9], {128, 1, 4, 4097, 1, 0, 1000, 64}, pool);
 }
 
+// The engine's shapes: a whole causal prompt in one pass (many queries per kv
+// head), then single-token decode steps, 64-token pages, a bf16 prefix of 8.
+TEST(AttentionFused, EnginePrefillThenDecodeShapes) {
+  ThreadPool pool(2);
+  for (int d : {64, 128})
+    for (const Scheme& sc : all_schemes(d))
+      for (int64_t n_ctx : {33, 47, 70, 129}) {
+        run_case(sc, {d, 3, 3, n_ctx, n_ctx, 0, 8, 64}, pool);
+        run_case(sc, {d, 3, 3, n_ctx, 1, 0, 8, 64}, pool);
+      }
+}
+
 TEST(AttentionFused, SlidingWindowWithReleasedPages) {
   ThreadPool pool(2);
   for (int d : {64, 256})
