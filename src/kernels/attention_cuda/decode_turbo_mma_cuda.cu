@@ -26,84 +26,134 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
 
-// Pair (ga, ga + 2) of the 4 fp16 group values of a token row (8 bytes at p) as floats.
-__device__ __forceinline__ float2 group_pair(const uint8_t* p, int ga) {
-  const uint2 w = *reinterpret_cast<const uint2*>(p);
-  return __half22float2(bits_h2(__byte_perm(w.x, w.y, ga ? 0x7632 : 0x5410)));
-}
-
-// Lane (r = lane/4, c = lane%4) of the QK mma. A = q, rows ρ: ρ < 8 -> head ρ%4, group ρ/4;
-// ρ >= 8 -> head ρ%4, group 2 + (ρ-8)/4 (q masked to that group, so one accumulator chain
-// keeps the four group sums apart). K-step (g, hh) covers 16 dims of group g: lane c's
-// k slots 2c,2c+1 / 2c+8,2c+9 are dims 32g+8c+4hh + {0,1} / {2,3}. B = K^T: token r of the
-// n-tile, the 4-byte word at 32g+8c+4hh. C: rows r / r+8 = groups ga / ga+2, tokens 2c, 2c+1.
+// Q·K by mma.sync m16n8k32 s32.u8.s8 (s8.s8 for signed keys): A = K of the warp's 16
+// tokens × one 32-group (ldmatrix.x4 straight from the swizzled stage, no conversion),
+// B = q as 16-bit integers Q = round(q·2^e) = 256·hi + lo split into two int8 columns:
+// columns 0-3 = hi of heads 0-3, 4-7 = lo. Integer group sums are exact; per group
+// s_g = ks_g·(Σ idx·Q + kz_g·Σ_g Q) in fp32, hi and lo lanes (c, c^2) summed at the end.
+// C lane (r, c): tokens r, r+8; columns 2c, 2c+1 = heads hA = 2(c&1), hA+1 (hi if c < 2).
 struct QFrag {
-  uint32_t q[8];   // [ga/gb][hh][2]: fp16x2 of q·2^e, dims 32g + 8c + [0, 8)
-  float qs_a, qs_b;  // Σ_{d in group} q·2^e for groups ga, gb of head h
-  float smul;      // q_scale / 2^e
+  uint32_t b[4][2];  // [group][k half]: 4 int8 of the lane's column (head r&3, hi or lo part)
+  float sqz[4][2];   // [group][head hA/hB]: Σ_g Q / 256 on hi lanes, 0 on lo lanes
+  float kw;          // 256 on hi lanes, 1 on lo lanes
+  float smul[2];     // q_scale / 2^e of heads hA, hB
 };
 
 __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0, int lane) {
-  const int r = lane >> 2, c = lane & 3, h = r & 3, ga = r >> 2;
+  const int r = lane >> 2, c = lane & 3, h = r & 3;
   const uint16_t* qrow = a.p.q + ((int64_t)seq * a.p.n_heads + hq0 + h) * kD;
-  float v[16];
+  float v[4][8];  // [group][dims 32g + 4c + {0..3}, 32g + 16 + 4c + {0..3}]
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(qrow + 32 * (ga + 2 * s) + 8 * c));
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+  for (int g = 0; g < 4; ++g) {
+    const uint2 w0 = __ldg(reinterpret_cast<const uint2*>(qrow + 32 * g + 4 * c));
+    const uint2 w1 = __ldg(reinterpret_cast<const uint2*>(qrow + 32 * g + 16 + 4 * c));
+    const uint32_t ws[4] = {w0.x, w0.y, w1.x, w1.y};
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[8 * s + i] = __uint_as_float(i % 2 ? ws[i / 2] & 0xffff0000u : ws[i / 2] << 16);
+    for (int i = 0; i < 8; ++i) v[g][i] = __uint_as_float(i % 2 ? ws[i / 2] & 0xffff0000u : ws[i / 2] << 16);
   }
   float mx = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fabsf(v[i]));
+  for (int g = 0; g < 4; ++g)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mx = fmaxf(mx, fabsf(v[g][i]));
   mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
   mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 16));  // the 8 lanes of head h
   int ex = 0;
-  frexpf(mx, &ex);                                  // mx in [2^(ex-1), 2^ex)
-  const int e = mx > 0.0f ? max(-100, min(100, 15 - ex)) : 0;  // max |q|·2^e in [2^14, 2^15)
+  frexpf(mx, &ex);                                            // mx in [2^(ex-1), 2^ex)
+  const int e = mx > 0.0f ? max(-100, min(100, 14 - ex)) : 0;  // max |q|·2^e in [2^13, 2^14)
   const float f = ldexpf(1.0f, e);
+  const bool hi = r < 4;
   QFrag qf;
-  float sa = 0.0f, sb = 0.0f;
+  float sq[4];
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    v[i] = __half2float(__float2half_rn(v[i] * f));  // exact but for |q| < 2^-24 max|q| (subnormal)
-    (i < 8 ? sa : sb) += v[i];
+  for (int g = 0; g < 4; ++g) {
+    int sum = 0;
+    uint32_t packed[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int qi = __float2int_rn(v[g][i] * f);  // |qi| <= 2^14
+      const int qh = (qi + 128) >> 8;              // [-64, 64]
+      const int part = hi ? qh : qi - (qh << 8);   // lo in [-128, 127]
+      sum += qi;
+      packed[i / 4] |= (uint32_t)(part & 0xff) << (8 * (i % 4));
+    }
+    qf.b[g][0] = packed[0], qf.b[g][1] = packed[1];
+    sum += __shfl_xor_sync(kFull, sum, 1);
+    sum += __shfl_xor_sync(kFull, sum, 2);  // Σ over the group's 32 dims (lanes c = 0..3 of row r)
+    sq[g] = (float)sum;                     // exact: |sum| <= 2^19
   }
+  // Score lane c holds heads hA = 2(c&1), hA+1; head h's values live in lane 4h.
+  const int hA = 2 * (c & 1), srcA = 4 * hA, srcB = 4 * (hA + 1);
+  const bool hi_col = c < 2;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) qf.q[i] = h2_bits(__floats2half2_rn(v[2 * i], v[2 * i + 1]));
-  sa += __shfl_xor_sync(kFull, sa, 1), sb += __shfl_xor_sync(kFull, sb, 1);
-  sa += __shfl_xor_sync(kFull, sa, 2), sb += __shfl_xor_sync(kFull, sb, 2);
-  qf.qs_a = sa, qf.qs_b = sb, qf.smul = a.q_scale / f;
+  for (int g = 0; g < 4; ++g) {
+    const float sa = __shfl_sync(kFull, sq[g], srcA), sb = __shfl_sync(kFull, sq[g], srcB);
+    qf.sqz[g][0] = hi_col ? sa * (1.0f / 256.0f) : 0.0f;
+    qf.sqz[g][1] = hi_col ? sb * (1.0f / 256.0f) : 0.0f;
+  }
+  const float smul = a.q_scale / f;
+  qf.smul[0] = __shfl_sync(kFull, smul, srcA), qf.smul[1] = __shfl_sync(kFull, smul, srcB);
+  qf.kw = hi_col ? 256.0f : 1.0f;
   return qf;
 }
 
-// Raw group sums of the QK mma for the 8-token n-tile at `tok` (K rows swizzled by
-// issue_mma_tile): d[0..1] = groups ga of tokens 2c, 2c+1, d[2..3] = group ga+2.
-__device__ __forceinline__ void qk_ntile(float (&d)[4], const QFrag& qf, const uint8_t* kpl, int tok, int lane,
-                                         uint32_t kxor, __half2 koff) {
-  const int r = lane >> 2, c = lane & 3, ga = r >> 2;
-  d[0] = d[1] = d[2] = d[3] = 0.0f;
-  const uint8_t* krow = kpl + (tok + r) * kD + 8 * (c & 1);
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const void* p) {
+  const uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(s));
+}
+
+template <bool kSigned>
+__device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kSigned) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+  }
+}
+
+// Scores of the warp's 16 tokens at tw (K rows swizzled by issue_mma_tile), lane layout
+// above: s[0..1] = token r, heads hA, hB; s[2..3] = token r+8. Unscaled by smul, unmasked.
+template <bool kSigned>
+__device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const uint8_t* kpl, const uint8_t* ksp, int tw,
+                                        int lane) {
+  const int r = lane >> 2;
+  // ldmatrix rows: lane L gives token (L&7) + 8((L>>3)&1), 16-byte unit 2g + (L>>4).
+  const int lt = tw + (lane & 7) + 8 * ((lane >> 3) & 1), lu = lane >> 4;
+  const uint8_t* lrow = kpl + lt * kD;
+  const uint2 zs0 = *reinterpret_cast<const uint2*>(ksp + (tw + r) * 8);  // k scales, token r
+  const uint2 zs1 = *reinterpret_cast<const uint2*>(ksp + (tw + r + 8) * 8);
+  const uint2 zz0 = *reinterpret_cast<const uint2*>(ksp + kTok * 8 + (tw + r) * 8);  // k zeros
+  const uint2 zz1 = *reinterpret_cast<const uint2*>(ksp + kTok * 8 + (tw + r + 8) * 8);
+  const float2 ks0[2] = {__half22float2(bits_h2(zs0.x)), __half22float2(bits_h2(zs0.y))};
+  const float2 ks1[2] = {__half22float2(bits_h2(zs1.x)), __half22float2(bits_h2(zs1.y))};
+  const float2 kz0[2] = {__half22float2(bits_h2(zz0.x)), __half22float2(bits_h2(zz0.y))};
+  const float2 kz1[2] = {__half22float2(bits_h2(zz1.x)), __half22float2(bits_h2(zz1.y))};
+  s[0] = s[1] = s[2] = s[3] = 0.0f;
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
-    const uint2 w = *reinterpret_cast<const uint2*>(krow + (((2 * g + (c >> 1)) ^ r) << 4));
-    const uint32_t ww[2] = {w.x ^ kxor, w.y ^ kxor};  // signed: two's complement -> biased
-    const bool mine = (g & 1) == ga;                   // rows of this lane hold group g
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {  // fp16 0x64uu = 1024 + u, minus 1024 (+128): exact idx
-      const uint32_t b0 = h2_bits(__hsub2(bits_h2(__byte_perm(ww[hh], 0x64646464u, 0x4140)), koff));
-      const uint32_t b1 = h2_bits(__hsub2(bits_h2(__byte_perm(ww[hh], 0x64646464u, 0x4342)), koff));
-      const uint32_t x0 = mine ? qf.q[(g >> 1) * 4 + 2 * hh] : 0u;
-      const uint32_t x1 = mine ? qf.q[(g >> 1) * 4 + 2 * hh + 1] : 0u;
-      if (g < 2) {
-        mma16816(d, x0, 0u, x1, 0u, b0, b1);
-      } else {
-        mma16816(d, 0u, x0, 0u, x1, b0, b1);
-      }
-    }
+    uint32_t af[4];
+    ldmatrix_x4(af, lrow + (((2 * g + lu) ^ (lt & 7)) << 4));
+    int d[4];
+    imma16832<kSigned>(d, af, qf.b[g][0], qf.b[g][1]);
+    const float sc0 = (g & 1 ? ks0[g >> 1].y : ks0[g >> 1].x) * qf.kw;
+    const float sc1 = (g & 1 ? ks1[g >> 1].y : ks1[g >> 1].x) * qf.kw;
+    const float z0 = g & 1 ? kz0[g >> 1].y : kz0[g >> 1].x, z1 = g & 1 ? kz1[g >> 1].y : kz1[g >> 1].x;
+    s[0] = fmaf(sc0, fmaf(z0, qf.sqz[g][0], (float)d[0]), s[0]);
+    s[1] = fmaf(sc0, fmaf(z0, qf.sqz[g][1], (float)d[1]), s[1]);
+    s[2] = fmaf(sc1, fmaf(z1, qf.sqz[g][0], (float)d[2]), s[2]);
+    s[3] = fmaf(sc1, fmaf(z1, qf.sqz[g][1], (float)d[3]), s[3]);
   }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i] += __shfl_xor_sync(kFull, s[i], 2);  // hi + lo columns
 }
 
 // Copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into a stage: planes K,
@@ -139,11 +189,16 @@ __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t
 }
 
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
-__device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* smem, const float (&acc)[8][4], float m,
-                                              float l, int seq, int hq0, int part) {
+// m[i], l[i]: running max and this lane's weight sum of head hA + i (score-lane layout).
+__device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* smem, const float (&acc)[8][4],
+                                              const float (&m)[2], float (&l)[2], int seq, int hq0, int part) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2, c = lane & 3;
-  l += __shfl_xor_sync(kFull, l, 1);
-  l += __shfl_xor_sync(kFull, l, 2);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {  // over the 8 token rows (lanes c, c^2 hold the same values)
+    l[i] += __shfl_xor_sync(kFull, l[i], 4);
+    l[i] += __shfl_xor_sync(kFull, l[i], 8);
+    l[i] += __shfl_xor_sync(kFull, l[i], 16);
+  }
   float* s_acc = reinterpret_cast<float*>(smem);  // [kWarps][kHeads][kD]
   float* s_ml = s_acc + kWarps * kHeads * kD;     // [kWarps][kHeads][2]
   if (c < 2) {  // columns 2c, 2c+1 are heads; c >= 2 hold duplicates
@@ -154,7 +209,10 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
       h0[e] = acc[j][0], h0[kD + e] = acc[j][1], h0[e + 1] = acc[j][2], h0[kD + e + 1] = acc[j][3];
     }
   }
-  if (lane < 16 && c == 0) s_ml[2 * (warp * kHeads + r)] = m, s_ml[2 * (warp * kHeads + r) + 1] = l;
+  if (lane < 2) {  // lane c holds heads 2c, 2c+1
+#pragma unroll
+    for (int i = 0; i < 2; ++i) s_ml[2 * (warp * kHeads + 2 * lane + i)] = m[i], s_ml[2 * (warp * kHeads + 2 * lane + i) + 1] = l[i];
+  }
   __syncthreads();
   for (int idx = threadIdx.x; idx < kHeads * kD; idx += kThreads) {
     const int h = idx / kD, e = idx % kD;
@@ -175,31 +233,39 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
   }
 }
 
-// Online-softmax step for the warp's 16 tokens of head h (scores s, -inf = masked):
-// rescales acc/l when the running max moves; returns P as fp16x2 B fragments.
-__device__ __forceinline__ void softmax_step(float (&s)[4], float& m, float& l, float (&acc)[8][4], uint32_t& pb0,
-                                             uint32_t& pb1, int lane) {
-  const int c = lane & 3;
-  float mx = fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3]));
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-  const float mn = fmaxf(m, mx);
-  if (__any_sync(kFull, mn > m)) {  // warp-uniform branch: the shuffles below need every lane
-    const float corr = mn > m ? fast_exp2(m - mn) : 1.0f;  // m = -inf -> 0
-    l *= corr;
-    const float c0 = __shfl_sync(kFull, corr, (8 * c) & 31), c1 = __shfl_sync(kFull, corr, (8 * c + 4) & 31);
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// Online-softmax step for the warp's 16 tokens (scores s in qk_tile's layout, -inf =
+// masked): per head hA + i the max over the 8 token rows, acc/l rescaled when it moves
+// (acc column 2c + i is head hA + i as well); P as fp16 transposed by movmatrix into
+// the B layout of the P·V mma (lane (r, c): tokens 2c, 2c+1 / +8 of head r&3).
+__device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2], float (&l)[2], float (&acc)[8][4],
+                                             uint32_t& pb0, uint32_t& pb1) {
+  float mx[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(kFull, mx[i], 4));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(kFull, mx[i], 8));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(kFull, mx[i], 16));
+  }
+  const float mn0 = fmaxf(m[0], mx[0]), mn1 = fmaxf(m[1], mx[1]);
+  if (mn0 > m[0] || mn1 > m[1]) {  // uniform over the 8 rows of a column; acc lanes are the same lanes
+    const float c0 = mn0 > m[0] ? fast_exp2(m[0] - mn0) : 1.0f, c1 = mn1 > m[1] ? fast_exp2(m[1] - mn1) : 1.0f;
+    l[0] *= c0, l[1] *= c1;
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[j][0] *= c0, acc[j][1] *= c1, acc[j][2] *= c0, acc[j][3] *= c1;
-    m = mn;
+    m[0] = mn0, m[1] = mn1;
   }
   float p[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    p[i] = s[i] > -INFINITY ? fast_exp2(s[i] - m) : 0.0f;
-    l += p[i];
-  }
-  pb0 = h2_bits(__floats2half2_rn(p[0], p[1]));
-  pb1 = h2_bits(__floats2half2_rn(p[2], p[3]));
+  for (int i = 0; i < 4; ++i) p[i] = s[i] > -INFINITY ? fast_exp2(s[i] - m[i & 1]) : 0.0f;
+  l[0] += p[0] + p[2], l[1] += p[1] + p[3];
+  pb0 = movmatrix_trans(h2_bits(__floats2half2_rn(p[0], p[1])));
+  pb1 = movmatrix_trans(h2_bits(__floats2half2_rn(p[2], p[3])));
 }
 
 // acc += V^T P for the warp's 16 tokens: A rows r / r+8 of m-tile j = dims 16r+2j / +1,
@@ -257,14 +323,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) decode_turbo_mma_kernel(
     cp_async_commit();
   }
   int32_t next_page = tile_page(pages, t_begin + (kStages - 1) * kTok, t_end, ps_shift);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane & 3, ga = (lane >> 2) >> 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
   const QFrag qf = load_q(a, seq, hq0, lane);
-  const uint32_t kxor = kv.format.k_signed ? 0x80808080u : 0u;
-  const __half2 koff = __float2half2_rn(kv.format.k_signed ? 1152.0f : 1024.0f);
+  const bool k_signed = kv.format.k_signed;
   float acc[8][4];
 #pragma unroll
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int it = 0; it < n_tiles; ++it) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
@@ -278,26 +343,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) decode_turbo_mma_kernel(
     const uint8_t* ksp = st + kTok * (kD + kVr);
     const int tw = 16 * warp, n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
     float s[4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      float d[4];
-      qk_ntile(d, qf, st, tw + 8 * nt, lane, kxor, koff);
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int t = tw + 8 * nt + 2 * c + u;
-        const float2 ksf = group_pair(ksp + t * 8, ga), kzf = group_pair(ksp + kTok * 8 + t * 8, ga);
-        float x = fmaf(ksf.x, fmaf(kzf.x, qf.qs_a, d[u]), ksf.y * fmaf(kzf.y, qf.qs_b, d[2 + u]));
-        x += __shfl_xor_sync(kFull, x, 16);  // + the other two groups
-        s[2 * nt + u] = t - tw < n_valid ? x * qf.smul : -INFINITY;
-      }
+    if (k_signed) {
+      qk_tile<true>(s, qf, st, ksp, tw, lane);
+    } else {
+      qk_tile<false>(s, qf, st, ksp, tw, lane);
     }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
     uint32_t pb0, pb1;
-    softmax_step(s, m, l, acc, pb0, pb1, lane);
+    softmax_step(s, m, l, acc, pb0, pb1);
     pv_tile<VB>(acc, st + kTok * kD, ksp + 2 * kTok * 8, s_tab, tw, n_valid, pb0, pb1, lane);
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline buffers become the cross-warp merge buffers
-  if (lane >= 16) l = 0.0f;  // lanes 16..31 duplicate heads 0..3 of lanes 0..15
   write_partial(a, smem, acc, m, l, seq, hq0, part);
 }
 
