@@ -1,8 +1,8 @@
 // Tensor-core fast path of the fused TurboQuant decode (k8v3/k8v4, head_dim 128, GQA
-// tiles of 4 query heads): Q·K by mma.sync m16n8k16 f16 with exact int8 keys and
-// power-of-two-scaled fp16 q (group scale/zero applied after: s = Σ_g s_g (Σ idx q + z_g Σ q)),
-// P·V by the same mma with fp16 P and centroid·scale V (rotated domain, one FWHT in
-// the reduce kernel). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
+// tiles of 4 query heads): Q·K by int8 mma.sync m16n8k32 on the stored key bytes and q as
+// 16-bit integers in hi/lo int8 columns (group scale/zero applied after: s = Σ_g s_g (Σ idx q
+// + z_g Σ q)), P·V by mma.sync m16n8k16 f16 with fp16 P and centroid·scale V (rotated
+// domain, one FWHT in the reduce kernel). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
 // layout and design: docs/cuda-kernels.md. Formats: src/quant/turbo_k.h, turbo_v.h, bitpack.h.
 #include "kernels/attention_cuda/decode_common.cuh"
 
@@ -63,7 +63,7 @@ __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0,
   frexpf(mx, &ex);                                            // mx in [2^(ex-1), 2^ex)
   const int e = mx > 0.0f ? max(-100, min(100, 14 - ex)) : 0;  // max |q|·2^e in [2^13, 2^14)
   const float f = ldexpf(1.0f, e);
-  const bool hi = r < 4;
+  const bool hi_part = r < 4;  // this lane's B column is head h's hi part (else lo)
   QFrag qf;
   float sq[4];
 #pragma unroll
@@ -74,7 +74,7 @@ __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0,
     for (int i = 0; i < 8; ++i) {
       const int qi = __float2int_rn(v[g][i] * f);  // |qi| <= 2^14
       const int qh = (qi + 128) >> 8;              // [-64, 64]
-      const int part = hi ? qh : qi - (qh << 8);   // lo in [-128, 127]
+      const int part = hi_part ? qh : qi - (qh << 8);  // lo in [-128, 127]
       sum += qi;
       packed[i / 4] |= (uint32_t)(part & 0xff) << (8 * (i % 4));
     }
