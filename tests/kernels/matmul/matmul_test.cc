@@ -171,6 +171,33 @@ TEST_P(MatmulCpuTest, MatchesRefWithinDerivedBoundAndIsThreadDeterministic) {
   std::printf("[matmul] type %d: worst |cpu-ref|/tol = %.3f\n", static_cast<int>(type), worst_ratio);
 }
 
+// Many-token calls (the 16-row AVX-512 panels from 16 tokens on) give the same bits
+// as one-token calls for the 32-element block types, whose panels keep kernel32's
+// fp32 order; K-quant panels use their own order, so for them only the bound above holds.
+TEST(MatmulCpu, PrefillEqualsDecodeBitwiseFor32Blocks) {
+  std::vector<CpuIsa> isas = {CpuIsa::kAvx2};
+  if (cpu_has_avx512_vnni()) isas.push_back(CpuIsa::kAvx512Vnni);
+  ThreadPool pool(2);
+  std::mt19937 rng(99);
+  for (Type type : {Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ5_1, Type::kQ8_0}) {
+    for (int64_t n_in : {576, 1536}) {
+      const int64_t n_out = 37, n_tokens = 35;  // two full 16-row panels and 5 rows left over
+      const std::vector<uint8_t> wq = random_weights(type, n_out, n_in, rng);
+      const WeightView w{wq.data(), type, n_in, n_out};
+      std::uniform_real_distribution<float> ux(-1.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+      for (auto& v : x) v = ux(rng);
+      for (CpuIsa isa : isas) {
+        std::vector<float> yp(static_cast<size_t>(n_tokens * n_out)), yd(yp.size());
+        matmul_cpu_isa(w, x.data(), yp.data(), n_tokens, pool, isa);
+        for (int64_t t = 0; t < n_tokens; ++t) matmul_cpu_isa(w, x.data() + t * n_in, yd.data() + t * n_out, 1, pool, isa);
+        ASSERT_EQ(0, std::memcmp(yp.data(), yd.data(), yp.size() * sizeof(float)))
+            << "type " << static_cast<int>(type) << " isa " << static_cast<int>(isa) << " n_in=" << n_in;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, MatmulCpuTest,
     ::testing::Values(Case{Type::kF32, {37, 576}}, Case{Type::kF16, {37, 576}}, Case{Type::kBF16, {37, 576}},
