@@ -2,7 +2,8 @@
 // tiles of 4 query heads): Q·K by int8 mma.sync m16n8k32 on the stored key bytes and q as
 // 16-bit integers in hi/lo int8 columns (group scale/zero applied after: s = Σ_g s_g (Σ idx q
 // + z_g Σ q)), P·V by mma.sync m16n8k16 f16 with fp16 P and centroid·scale V (rotated
-// domain, one FWHT in the reduce kernel). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
+// domain, one FWHT in the reduce kernel). K/V pages reach shared memory by TMA bulk tensor
+// copies on per-warp mbarriers (page_size >= 16; else cp.async). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
 // layout and design: docs/cuda-kernels.md. Formats: src/quant/turbo_k.h, turbo_v.h, bitpack.h.
 #include <cuda.h>  // CUtensorMap and its enums (the encode function comes from the runtime's driver entry point)
 
@@ -529,7 +530,7 @@ struct MmaCfg {
 constexpr MmaCfg kCfgs[] = {{0, 3, false}, {1, 3, false}, {1, 4, false}, {1, 3, true},
                             {1, 4, true},  {2, 3, true},  {2, 3, false}};
 constexpr int kNumCfgs = sizeof(kCfgs) / sizeof(kCfgs[0]);
-constexpr int kDefaultCfg = 5;
+constexpr int kDefaultCfg = 3;
 
 int selected_cfg() {
   static const int cfg = [] {
