@@ -22,6 +22,7 @@ using kernels::PagedKvFormat;
 struct Case {
   PagedKvFormat f;
   int n_kv_heads = 2, gqa = 4;
+  int page_size = 16;
 };
 
 struct Problem {
@@ -35,7 +36,7 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
   Problem pr;
   const int d = c.f.head_dim;
   pr.n_heads = c.n_kv_heads * c.gqa;
-  pr.cache = make_paged_cache(c.f, c.n_kv_heads, 16, lens, rng);
+  pr.cache = make_paged_cache(c.f, c.n_kv_heads, c.page_size, lens, rng);
   HostPagedCache& h = pr.cache;
   const int64_t rows = h.n_rows();
   std::normal_distribution<float> n01(0.0f, 1.0f);
@@ -183,7 +184,9 @@ void run_case(const Case& c, std::mt19937& rng, int minb = 0) {
   for (bool general : {false, true}) {
     bool tc = false;
     const std::vector<uint16_t> a = run_gpu(pr, 0, minb, general, &tc);
-    const std::string name = format_name(c.f) + "/gqa" + std::to_string(c.gqa) + (minb ? "/minb3" : "") +
+    const std::string name = format_name(c.f) + "/gqa" + std::to_string(c.gqa) +
+                             (c.n_kv_heads != 2 ? "/kv" + std::to_string(c.n_kv_heads) : "") +
+                             (c.page_size != 16 ? "/ps" + std::to_string(c.page_size) : "") + (minb ? "/minb3" : "") +
                              (tc ? "/mma" : general ? "/fp32" : "");
     check_against_reference(pr, a, name + "/auto", tc);
     check_against_reference(pr, run_gpu(pr, 4160, minb, general), name + "/1part", tc);
@@ -226,6 +229,19 @@ TEST(AttentionCuda, GqaRatios) {
       run_case({f, 2, gqa}, rng);
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+// The tensor-core path's load variants: TMA page boxes for page_size >= 16 (the scale rows
+// by TMA too for an even n_kv_heads, by cp.async for an odd one), cp.async for page_size 8.
+TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(46);
+  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128}, k8uv4{false, 8, 4, false, 128};
+  for (const Case& c : {Case{k8v3, 2, 4, 8}, Case{k8v4, 2, 4, 8}, Case{k8v3, 2, 4, 32}, Case{k8v4, 2, 8, 64},
+                        Case{k8v3, 3, 4, 16}, Case{k8uv4, 1, 4, 16}, Case{k8v4, 3, 4, 32}}) {
+    run_case(c, rng);
+    if (HasFatalFailure()) return;
   }
 }
 

@@ -2,8 +2,15 @@
 // tiles of 4 query heads): Q·K by int8 mma.sync m16n8k32 on the stored key bytes and q as
 // 16-bit integers in hi/lo int8 columns (group scale/zero applied after: s = Σ_g s_g (Σ idx q
 // + z_g Σ q)), P·V by mma.sync m16n8k16 f16 with fp16 P and centroid·scale V (rotated
-// domain, one FWHT in the reduce kernel). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
+// domain, one FWHT in the reduce kernel). K/V pages reach shared memory by TMA bulk tensor
+// copies on per-warp mbarriers (page_size >= 16; else cp.async). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
 // layout and design: docs/cuda-kernels.md. Formats: src/quant/turbo_k.h, turbo_v.h, bitpack.h.
+#include <cuda.h>  // CUtensorMap and its enums (the encode function comes from the runtime's driver entry point)
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
 #include "kernels/attention_cuda/decode_common.cuh"
 
 namespace tkv::kernels::cuda_detail {
@@ -122,17 +129,18 @@ __device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], u
 
 // Scores of the warp's 16 tokens at tw (K rows swizzled by issue_mma_tile), lane layout
 // above: s[0..1] = token r, heads hA, hB; s[2..3] = token r+8. Unscaled by smul, unmasked.
-template <bool kSigned>
-__device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const uint8_t* kpl, const uint8_t* ksp, int tw,
-                                        int lane) {
+// ksc, kzr: k scale / zero rows of the stage, SR bytes apart.
+template <bool kSigned, int SR>
+__device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const uint8_t* kpl, const uint8_t* ksc,
+                                        const uint8_t* kzr, int tw, int lane) {
   const int r = lane >> 2;
   // ldmatrix rows: lane L gives token (L&7) + 8((L>>3)&1), 16-byte unit 2g + (L>>4).
   const int lt = tw + (lane & 7) + 8 * ((lane >> 3) & 1), lu = lane >> 4;
   const uint8_t* lrow = kpl + lt * kD;
-  const uint2 zs0 = *reinterpret_cast<const uint2*>(ksp + (tw + r) * 8);  // k scales, token r
-  const uint2 zs1 = *reinterpret_cast<const uint2*>(ksp + (tw + r + 8) * 8);
-  const uint2 zz0 = *reinterpret_cast<const uint2*>(ksp + kTok * 8 + (tw + r) * 8);  // k zeros
-  const uint2 zz1 = *reinterpret_cast<const uint2*>(ksp + kTok * 8 + (tw + r + 8) * 8);
+  const uint2 zs0 = *reinterpret_cast<const uint2*>(ksc + (tw + r) * SR);  // k scales, token r
+  const uint2 zs1 = *reinterpret_cast<const uint2*>(ksc + (tw + r + 8) * SR);
+  const uint2 zz0 = *reinterpret_cast<const uint2*>(kzr + (tw + r) * SR);  // k zeros
+  const uint2 zz1 = *reinterpret_cast<const uint2*>(kzr + (tw + r + 8) * SR);
   const float2 ks0[2] = {__half22float2(bits_h2(zs0.x)), __half22float2(bits_h2(zs0.y))};
   const float2 ks1[2] = {__half22float2(bits_h2(zs1.x)), __half22float2(bits_h2(zs1.y))};
   const float2 kz0[2] = {__half22float2(bits_h2(zz0.x)), __half22float2(bits_h2(zz0.y))};
@@ -156,35 +164,100 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
   for (int i = 0; i < 4; ++i) s[i] += __shfl_xor_sync(kFull, s[i], 2);  // hi + lo columns
 }
 
-// Copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into a stage: planes K,
-// V, k scale, k zero, v scale as [kTok][row]; K's 16-byte units XOR-swizzled by token
-// (unit u of token t lands at u ^ (t & 7)) so the QK loads are bank-conflict free.
-template <int VR>
-__device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, uint8_t* stage, int t0, int t_end, int32_t page,
-                                               int kvh) {
+// Load modes of a stage's planes: 0 = every plane by cp.async, two threads per token (any
+// page size); 1 = K and V by TMA page boxes (page_size >= 16), the 8-byte scale rows by
+// cp.async; 2 = every plane by TMA (also n_kv_heads even: a scale box is 16 bytes = the
+// rows of kv heads 2j, 2j+1, this head's 8 bytes at (kvh & 1) * 8 of a 16-byte stage row).
+// Stage s of a block's dynamic shared memory: K [kTok][128] (16-byte units XOR-swizzled
+// by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
+// region or by the copy address), V [kTok][kVr], then k scale, k zero, v scale [kTok][kSr];
+// then one mbarrier per (stage, warp) and the V pair table.
+template <int VB, int kMode, int kSt>
+struct MmaLayout {
+  static constexpr int kVr = kD * VB / 8, kSr = kMode == 2 ? 16 : 8;
+  static constexpr int kK = kTok * kD, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
+  __host__ __device__ static constexpr int k_off(int s) { return s * kK; }
+  __host__ __device__ static constexpr int v_off(int s) { return kSt * kK + s * kV; }
+  __host__ __device__ static constexpr int s_off(int s) { return kSt * (kK + kV) + s * 3 * kS; }
+  static constexpr int kBar = kSt * (kK + kV + 3 * kS);
+  static constexpr int kTab = kBar + 8 * kSt * kWarps;
+  static constexpr int kBytes = kTab + 4 * (1 << (2 * VB));
+  // Per-block share of the SM's 228 KB at kMinBlocks blocks (1 KB of it reserved per block).
+  static constexpr int kBudget = 233472 / kMinBlocks - 1024;
+  // Room to align the K stages to 1024 bytes where it fits (TMA modes); else the base must be.
+  static constexpr int kSlack = kMode == 0 ? 0 : kBytes + 1024 <= kBudget ? 1024 : 0;
+  static constexpr int kDyn = kBytes + kSlack;
+  static_assert(kWarps * kHeads * (kD + 2) * 4 <= kBar, "merge buffers fit in the pipeline");
+  static_assert(kDyn <= kBudget, "kMinBlocks blocks per SM");
+};
+
+struct TmaMaps {
+  const CUtensorMap& k;
+  const CUtensorMap& v;
+  const CUtensorMap& ks;
+  const CUtensorMap& kz;
+  const CUtensorMap& vs;
+};
+
+// Copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into stage s. Each warp
+// copies (and later reads) only its own 16 tokens: thread i copies token i / 2, lane 0
+// of warp w issues the TMA boxes of tokens [16w, 16w + 16) (one page: page_size >= 16)
+// on the warp's barrier of the stage, expecting exactly the bytes of the boxes it issues.
+// page: the page of this thread's token (lane 0: of the warp's first token).
+template <int VB, int kMode, int kSt>
+__device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, const TmaMaps& tm, uint8_t* smem, uint64_t* bars,
+                                               int s, int t0, int t_end, int32_t page, int kvh) {
+  using L = MmaLayout<VB, kMode, kSt>;
   const int tok = threadIdx.x >> 1, sub = threadIdx.x & 1, t = t0 + tok;
+  uint8_t* kst = smem + L::k_off(s);
+  uint8_t* vst = smem + L::v_off(s);
+  uint8_t* sst = smem + L::s_off(s);
+  if constexpr (kMode != 0) {
+    if ((threadIdx.x & 31) == 0) {
+      uint64_t* bar = bars + s * kWarps + threadIdx.x / 32;
+      if (t < t_end) {
+        const int slot = page * kv.page_size + (t & (kv.page_size - 1));
+        mbar_arrive_expect_tx(bar, 16 * (kD + L::kVr) + (kMode == 2 ? 3 * 16 * 16 : 0));
+        tma_load_3d(kst + tok * kD, &tm.k, 0, kvh, slot, bar);
+        tma_load_3d(vst + tok * L::kVr, &tm.v, 0, kvh, slot, bar);
+        if constexpr (kMode == 2) {
+          const int c0 = (kvh & ~1) * 4;  // fp16 column of kv head 2j's row
+          tma_load_2d(sst + tok * 16, &tm.ks, c0, slot, bar);
+          tma_load_2d(sst + L::kS + tok * 16, &tm.kz, c0, slot, bar);
+          tma_load_2d(sst + 2 * L::kS + tok * 16, &tm.vs, c0, slot, bar);
+        }
+      } else {
+        mbar_arrive(bar);  // no tokens: the phase completes on the arrival alone
+      }
+    }
+    if constexpr (kMode == 2) return;
+  }
   if (t >= t_end) return;
   const int64_t row = ((int64_t)page * kv.page_size + (t & (kv.page_size - 1))) * kv.n_kv_heads + kvh;
-  const uint8_t* ks = kv.k_data + row * kD;
+  if constexpr (kMode == 0) {
+    const uint8_t* ks = kv.k_data + row * kD;
 #pragma unroll
-  for (int u = sub; u < kD / 16; u += 2) cp_async(stage + tok * kD + ((u ^ (tok & 7)) << 4), ks + 16 * u, 16);
-  uint8_t* vdst = stage + kTok * kD + tok * VR;
-  const uint8_t* vsrc = kv.v_data + row * VR;
+    for (int u = sub; u < kD / 16; u += 2) cp_async(kst + tok * kD + ((u ^ (tok & 7)) << 4), ks + 16 * u, 16);
+    const uint8_t* vsrc = kv.v_data + row * L::kVr;
 #pragma unroll
-  for (int u = sub; u < VR / 16; u += 2) cp_async(vdst + 16 * u, vsrc + 16 * u, 16);
-  uint8_t* sdst = stage + kTok * (kD + VR) + tok * 8;
+    for (int u = sub; u < L::kVr / 16; u += 2) cp_async(vst + tok * L::kVr + 16 * u, vsrc + 16 * u, 16);
+  }
+  uint8_t* sdst = sst + tok * 8;
   if (sub == 0) {
     cp_async(sdst, kv.k_scale + row * 4, 8);
-    cp_async(sdst + kTok * 8, kv.k_zero + row * 4, 8);
+    cp_async(sdst + L::kS, kv.k_zero + row * 4, 8);
   } else {
-    cp_async(sdst + 2 * kTok * 8, kv.v_scale + row * 4, 8);
+    cp_async(sdst + 2 * L::kS, kv.v_scale + row * 4, 8);
   }
 }
 
 // Page of this thread's token in the tile at t0 (0 past t_end): loaded a tile ahead of
-// its copies, so the page-table latency is off the loop's critical path.
+// its copies, so the page-table latency is off the loop's critical path. Mode 2 needs
+// it in lane 0 only.
+template <int kMode>
 __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t_end, int ps_shift) {
   const int t = t0 + (threadIdx.x >> 1);
+  if (kMode == 2 && (threadIdx.x & 31) != 0) return 0;
   return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
 }
 
@@ -270,7 +343,7 @@ __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2],
 
 // acc += V^T P for the warp's 16 tokens: A rows r / r+8 of m-tile j = dims 16r+2j / +1,
 // k = tokens 2c, 2c+1 / 2c+8, 2c+9, values centroid[idx]·v_scale (fp16) from the pair table.
-template <int VB>
+template <int VB, int SR>
 __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, const uint8_t* vsp,
                                         const uint32_t* tab, int tw, int n_valid, uint32_t pb0, uint32_t pb1, int lane) {
   constexpr int kVr = kD * VB / 8, kCb = 2 * VB, kPairBits = 2 * VB;  // row bytes, bytes of 16 dims, bits of 2
@@ -281,7 +354,7 @@ __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, 
   for (int u = 0; u < 4; ++u) {
     const int t = tw + 2 * c + (u & 1) + 8 * (u >> 1);
     load_chunk<kCb>(vpl + t * kVr + kCb * r, w[u]);
-    const uint32_t v = reinterpret_cast<const uint16_t*>(vsp + t * 8)[r >> 1];
+    const uint32_t v = reinterpret_cast<const uint16_t*>(vsp + t * SR)[r >> 1];
     vs[u] = t - tw < n_valid ? v : 0u;  // stale rows of a clipped tile may hold Inf/NaN
   }
   const __half2 vab = bits_h2(vs[0] | vs[1] << 16), vcd = bits_h2(vs[2] | vs[3] << 16);
@@ -298,11 +371,24 @@ __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, 
   }
 }
 
-template <int VB>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) decode_turbo_mma_kernel(const DecodeLaunch a) {
-  constexpr int kVr = kD * VB / 8, kStage = kTok * (kD + kVr + 24);
-  extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ uint32_t s_tab[1 << (2 * VB)];  // fp16x2 (centroid[i & m], centroid[i >> VB])
+// kWarpSync: the warps of a block sync only themselves each tile (every warp copies and
+// reads only its own tokens of a stage); else a __syncthreads per tile (the cp.async path).
+template <int VB, int kMode, int kSt, bool kWarpSync>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    decode_turbo_mma_kernel(const DecodeLaunch a, const __grid_constant__ CUtensorMap tm_k,
+                            const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_ks,
+                            const __grid_constant__ CUtensorMap tm_kz, const __grid_constant__ CUtensorMap tm_vs) {
+  using L = MmaLayout<VB, kMode, kSt>;
+  constexpr int kSr = L::kSr;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = smem_raw;
+  if constexpr (kMode != 0) {  // TMA's 128-byte swizzle pattern needs the K stages 1024-aligned
+    const uint32_t pad = (1024u - (smem_u32(smem_raw) & 1023u)) & 1023u;
+    if (pad > (uint32_t)L::kSlack) __trap();
+    smem += pad;
+  }
+  uint32_t* s_tab = reinterpret_cast<uint32_t*>(smem + L::kTab);  // fp16x2 (centroid[i & m], centroid[i >> VB])
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);   // [stage][warp]
   for (int i = threadIdx.x; i < (1 << (2 * VB)); i += kThreads)
     s_tab[i] = h2_bits(__floats2half2_rn(a.centroids[i & ((1 << VB) - 1)], a.centroids[i >> VB]));
   const PagedKv& kv = a.p.kv;
@@ -315,63 +401,189 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) decode_turbo_mma_kernel(
   const int32_t* pages = kv.page_indices + kv.page_indptr[seq];
   const int ps_shift = __ffs(kv.page_size) - 1;
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles)
-      issue_mma_tile<kVr>(kv, smem + s * kStage, t_begin + s * kTok, t_end,
-                          tile_page(pages, t_begin + s * kTok, t_end, ps_shift), kvh);
-    cp_async_commit();
+  const TmaMaps tm{tm_k, tm_v, tm_ks, tm_kz, tm_vs};
+  if constexpr (kMode != 0) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < kSt * kWarps; ++i) mbar_init(bars + i, 1);
+      mbar_init_fence();
+    }
+    __syncthreads();  // barriers and the pair table
   }
-  int32_t next_page = tile_page(pages, t_begin + (kStages - 1) * kTok, t_end, ps_shift);
+#pragma unroll
+  for (int s = 0; s < kSt - 1; ++s) {
+    if (s < n_tiles)
+      issue_mma_tile<VB, kMode, kSt>(kv, tm, smem, bars, s, t_begin + s * kTok, t_end,
+                                     tile_page<kMode>(pages, t_begin + s * kTok, t_end, ps_shift), kvh);
+    if constexpr (kMode != 2) cp_async_commit();
+  }
+  int32_t next_page = tile_page<kMode>(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
   const QFrag qf = load_q(a, seq, hq0, lane);
   const bool k_signed = kv.format.k_signed;
+  const int hoff = kMode == 2 ? (kvh & 1) * 8 : 0;  // this head's 8 bytes in a 16-byte scale row
+  if constexpr (kWarpSync && kMode == 0) __syncthreads();  // the pair table
   float acc[8][4];
 #pragma unroll
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int it = 0; it < n_tiles; ++it) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    const int nxt = it + kStages - 1;
-    if (nxt < n_tiles) {
-      issue_mma_tile<kVr>(kv, smem + (nxt % kStages) * kStage, t_begin + nxt * kTok, t_end, next_page, kvh);
-      next_page = tile_page(pages, t_begin + (nxt + 1) * kTok, t_end, ps_shift);
+    const int cur = it % kSt;
+    if constexpr (kMode != 2) cp_async_wait<kSt - 2>();                      // this thread's copies of tile it
+    if constexpr (kMode != 0) mbar_wait(bars + cur * kWarps + warp, (it / kSt) & 1);  // the warp's TMA boxes
+    if constexpr (kWarpSync) {
+      __syncwarp();  // the warp's copies landed and the warp finished tile it-1
+    } else {
+      __syncthreads();  // everyone's copies landed, and everyone finished tile it-1
     }
-    cp_async_commit();
-    const uint8_t* st = smem + (it % kStages) * kStage;
-    const uint8_t* ksp = st + kTok * (kD + kVr);
+    const int nxt = it + kSt - 1;
+    if (nxt < n_tiles) {
+      issue_mma_tile<VB, kMode, kSt>(kv, tm, smem, bars, nxt % kSt, t_begin + nxt * kTok, t_end, next_page, kvh);
+      next_page = tile_page<kMode>(pages, t_begin + (nxt + 1) * kTok, t_end, ps_shift);
+    }
+    if constexpr (kMode != 2) cp_async_commit();
+    const uint8_t* kst = smem + L::k_off(cur);
+    const uint8_t* sst = smem + L::s_off(cur) + hoff;
     const int tw = 16 * warp, n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
     float s[4];
     if (k_signed) {
-      qk_tile<true>(s, qf, st, ksp, tw, lane);
+      qk_tile<true, kSr>(s, qf, kst, sst, sst + L::kS, tw, lane);
     } else {
-      qk_tile<false>(s, qf, st, ksp, tw, lane);
+      qk_tile<false, kSr>(s, qf, kst, sst, sst + L::kS, tw, lane);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
     uint32_t pb0, pb1;
     softmax_step(s, m, l, acc, pb0, pb1);
-    pv_tile<VB>(acc, st + kTok * kD, ksp + 2 * kTok * 8, s_tab, tw, n_valid, pb0, pb1, lane);
+    pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
   }
-  cp_async_wait<0>();
+  if constexpr (kMode != 2) cp_async_wait<0>();
   __syncthreads();  // the pipeline buffers become the cross-warp merge buffers
   write_partial(a, smem, acc, m, l, seq, hq0, part);
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn encode_tiled_fn() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess) (void)cudaGetLastError();  // not sticky; keep it out of the launch's error
+    return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiledFn>(f) : nullptr;
+  }();
+  return fn;
+}
+
+// Slot coordinates are int32; the slot extent is not in PagedKv, and every box the kernel
+// issues lies inside a mapped page, so the map spans all int32 slots.
+constexpr cuuint64_t kMapSlots = 0x7fffffffu;
+
+// A plane of rows [slot][kv head][row_bytes] as uint8 {row_bytes, n_kv, slots}, box one
+// 16-token page box of one kv head.
+bool encode_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_bytes, int n_kv, CUtensorMapSwizzle sw) {
+  const cuuint64_t dims[3] = {(cuuint64_t)row_bytes, (cuuint64_t)n_kv, kMapSlots};
+  const cuuint64_t strides[2] = {(cuuint64_t)row_bytes, (cuuint64_t)n_kv * row_bytes};
+  const cuuint32_t box[3] = {(cuuint32_t)row_bytes, 1, 16}, es[3] = {1, 1, 1};
+  return fn(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box, es,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// A scale plane [slot][kv head][4] fp16 as {4 n_kv, slots}, box 8 fp16 (kv heads 2j, 2j+1) x 16 tokens.
+bool encode_scales(EncodeTiledFn fn, CUtensorMap* m, const void* base, int n_kv) {
+  const cuuint64_t dims[2] = {(cuuint64_t)n_kv * 4, kMapSlots}, strides[1] = {(cuuint64_t)n_kv * 8};
+  const cuuint32_t box[2] = {8, 16}, es[2] = {1, 1};
+  return fn(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(base), dims, strides, box, es,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+template <int VB, int kMode, int kSt, bool kWarpSync>
+cudaError_t launch_cfg(const DecodeLaunch& a, const CUtensorMap (&tm)[5], dim3 grid, cudaStream_t stream) {
+  using L = MmaLayout<VB, kMode, kSt>;
+  auto* kern = decode_turbo_mma_kernel<VB, kMode, kSt, kWarpSync>;
+  if constexpr (L::kDyn > 48 * 1024) {  // opt in above 48 KB (else the launch fails), all of it as shared
+    static const cudaError_t attr = [kern] {
+      cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kDyn);
+      if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+      return e;
+    }();
+    if (attr != cudaSuccess) return attr;
+  }
+  kern<<<grid, kThreads, L::kDyn, stream>>>(a, tm[0], tm[1], tm[2], tm[3], tm[4]);
+  return cudaGetLastError();
+}
+
+// Variants (TKV_MMA_CFG selects one for benchmarking; default kDefaultCfg): load mode,
+// stages, warp-level sync. A variant the cache cannot take steps down: mode 2 -> 1 (odd
+// n_kv_heads), any TMA mode -> 0 (page_size < 16, unaligned planes, no encode function).
+struct MmaCfg {
+  int mode, stages;
+  bool warp_sync;
+};
+constexpr MmaCfg kCfgs[] = {{0, 3, false}, {1, 3, false}, {1, 4, false}, {1, 3, true},
+                            {1, 4, true},  {2, 3, true},  {2, 3, false}};
+constexpr int kNumCfgs = sizeof(kCfgs) / sizeof(kCfgs[0]);
+constexpr int kDefaultCfg = 3;
+
+int selected_cfg() {
+  static const int cfg = [] {
+    const char* e = std::getenv("TKV_MMA_CFG");
+    const int c = e ? std::atoi(e) : kDefaultCfg;
+    return c >= 0 && c < kNumCfgs ? c : kDefaultCfg;
+  }();
+  return cfg;
+}
+
+template <int VB>
+cudaError_t launch_vb(const DecodeLaunch& a, int cfg, const CUtensorMap (&tm)[5], dim3 grid, cudaStream_t stream) {
+  switch (cfg) {
+    case 1: return launch_cfg<VB, 1, 3, false>(a, tm, grid, stream);
+    case 2: return launch_cfg<VB, 1, 4, false>(a, tm, grid, stream);
+    case 3: return launch_cfg<VB, 1, 3, true>(a, tm, grid, stream);
+    case 4: return launch_cfg<VB, 1, 4, true>(a, tm, grid, stream);
+    case 5: return launch_cfg<VB, 2, 3, true>(a, tm, grid, stream);
+    case 6: return launch_cfg<VB, 2, 3, false>(a, tm, grid, stream);
+    default: return launch_cfg<VB, 0, 3, false>(a, tm, grid, stream);
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) {
-  const int gqa = a.p.n_heads / a.p.kv.n_kv_heads;
-  const dim3 grid(a.plan.n_parts, a.p.kv.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
-  const int vb = a.p.kv.format.v_bits, stage = kTok * (kD + kD * vb / 8 + 24);
-  const int merge = kWarps * kHeads * (kD + 2) * 4, smem = kStages * stage > merge ? kStages * stage : merge;
-  if (vb == 3) {
-    decode_turbo_mma_kernel<3><<<grid, kThreads, smem, stream>>>(a);
-  } else {
-    decode_turbo_mma_kernel<4><<<grid, kThreads, smem, stream>>>(a);
+  const PagedKv& kv = a.p.kv;
+  const int gqa = a.p.n_heads / kv.n_kv_heads;
+  const dim3 grid(a.plan.n_parts, kv.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
+  const int vb = kv.format.v_bits, vr = kD * vb / 8;
+  int cfg = selected_cfg();
+  CUtensorMap tm[5] = {};
+  if (kCfgs[cfg].mode == 2 && (kv.n_kv_heads % 2 != 0 || !aligned16(kv.k_scale) || !aligned16(kv.k_zero) ||
+                               !aligned16(kv.v_scale)))
+    cfg = kCfgs[cfg].warp_sync ? 3 : 1;  // scales by cp.async, same stages and sync
+  const EncodeTiledFn fn = kCfgs[cfg].mode != 0 ? encode_tiled_fn() : nullptr;
+  if (kCfgs[cfg].mode != 0) {
+    bool ok = fn && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
+              encode_rows(fn, &tm[0], kv.k_data, kD, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_128B) &&
+              encode_rows(fn, &tm[1], kv.v_data, vr, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_NONE);
+    if (ok && kCfgs[cfg].mode == 2)
+      ok = encode_scales(fn, &tm[2], kv.k_scale, kv.n_kv_heads) && encode_scales(fn, &tm[3], kv.k_zero, kv.n_kv_heads) &&
+           encode_scales(fn, &tm[4], kv.v_scale, kv.n_kv_heads);
+    if (!ok) cfg = 0;
   }
-  return cudaGetLastError();
+  static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
+  if (verbose) {
+    static int printed = 0;
+    if (printed++ < 4)
+      std::fprintf(stderr, "[decode_turbo_mma] v%d cfg %d: mode %d, %d stages, %s sync\n", vb, cfg, kCfgs[cfg].mode,
+                   kCfgs[cfg].stages, kCfgs[cfg].warp_sync ? "warp" : "block");
+  }
+  return vb == 3 ? launch_vb<3>(a, cfg, tm, grid, stream) : launch_vb<4>(a, cfg, tm, grid, stream);
 }
 
 }  // namespace tkv::kernels::cuda_detail
