@@ -24,7 +24,7 @@ nlohmann::json report_to_json(const EvalReport& r) {
                           {"kv_swa", o.swa_mode},
                           {"key_center", o.key_center},
                           {"scheme", s.scheme},
-                          {"family", s.scheme == "bf16" ? "bf16" : (s.scheme.rfind("turbo", 0) == 0 ? "turbo" : "affine")},
+                          {"family", s.scheme == "bf16" || s.scheme == "f16" ? s.scheme : (s.scheme.rfind("turbo", 0) == 0 ? "turbo" : "affine")},
                           {"bits_per_elem", s.bits_per_elem},
                           {"format_bits", s.format_bits},
                           {"kl", s.kl},

@@ -9,7 +9,7 @@
 namespace tkv::kv {
 
 Status check_kv_scheme_syntax(const std::string& scheme) {
-  if (scheme == "bf16") return Status();
+  if (scheme == "bf16" || scheme == "f16") return Status();
   // head_dim 128 is valid for every scheme: only the spelling is checked here.
   auto r = quant::parse_kv_scheme(scheme, 128);
   if (!r.ok()) return invalid_argument("[kvcache] bad --kv-quant: {}", r.status().message());

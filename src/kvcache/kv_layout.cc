@@ -15,7 +15,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Adds the stores of one layer group: an optional bf16 prefix, then the scheme.
 void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o, std::vector<int> layers,
-               int64_t window, bool is_bf16, const quant::KvScheme& scheme) {
+               int64_t window, bool is_float, const quant::KvScheme& scheme) {
   const int g = static_cast<int>(lay.groups.size());
   LayerGroup grp;
   grp.layers = std::move(layers);
@@ -28,15 +28,15 @@ void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o, st
     const int64_t cap = std::min(full_pages, o.max_seqs * (ceil_div(n_tokens_per_seq, o.page_size) + 1));
     return window > 0 ? std::min(cap, win_pages) : cap;
   };
-  const bool prefix = !is_bf16 && o.quant_start > 0;
+  const bool prefix = !is_float && o.quant_start > 0;
   if (prefix) {
     grp.stores.push_back(static_cast<int>(lay.stores.size()));
     lay.stores.push_back({g, true, scheme, 0, o.quant_start, window, pages_for(o.quant_start)});
   }
   grp.stores.push_back(static_cast<int>(lay.stores.size()));
-  lay.stores.push_back({g, is_bf16, scheme, prefix ? o.quant_start : 0, kNoEnd, window,
+  lay.stores.push_back({g, is_float, scheme, prefix ? o.quant_start : 0, kNoEnd, window,
                         window > 0 ? std::min(full_pages, win_pages) : full_pages});
-  const size_t row = static_cast<size_t>(kernels::kv_segment_row_bytes(is_bf16, scheme, shape.head_dim));
+  const size_t row = static_cast<size_t>(kernels::kv_segment_row_bytes(is_float, scheme, shape.head_dim));
   const size_t per_tok = row * static_cast<size_t>(shape.n_kv_heads) * grp.layers.size();
   lay.memory.bytes_per_token += per_tok;
   if (window > 0) {
@@ -65,9 +65,11 @@ Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& 
   if (shape.head_dim % 8 != 0 || shape.head_dim > 512)
     return invalid_argument("[kvcache] head_dim {} unsupported (needs a multiple of 8, at most 512)", shape.head_dim);
   TKV_RETURN_IF_ERROR(check_kv_scheme_syntax(o.scheme));
-  const bool is_bf16 = o.scheme == "bf16";
+  // bf16 / f16: plain 16-bit float rows (any head_dim % 8 == 0); scheme.kind says which.
+  const bool is_float = o.scheme == "bf16" || o.scheme == "f16";
   quant::KvScheme scheme;
-  if (!is_bf16) {
+  if (o.scheme == "f16") scheme = {quant::KvKind::kF16, 16, 16, shape.head_dim};
+  if (!is_float) {
     auto r = quant::parse_kv_scheme(o.scheme, shape.head_dim);
     if (!r.ok())
       return invalid_argument(
@@ -85,13 +87,13 @@ Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& 
     (w > 0 ? local : full).push_back(l);
     window = std::max(window, w);
   }
-  if (!full.empty()) add_group(lay, shape, o, full, 0, is_bf16, scheme);
-  const bool swa_bf16 = !is_bf16 && o.swa_bf16;
-  if (!local.empty()) add_group(lay, shape, o, local, window, is_bf16 || swa_bf16, scheme);
+  if (!full.empty()) add_group(lay, shape, o, full, 0, is_float, scheme);
+  const bool swa_bf16 = !is_float && o.swa_bf16;
+  if (!local.empty()) add_group(lay, shape, o, local, window, is_float || swa_bf16, scheme);
   if (full.empty()) lay.capacity_tokens = o.max_tokens;
   lay.swa_bf16_warning = swa_bf16 && !local.empty();
-  lay.name = is_bf16 ? "bf16" : quant::kv_scheme_name(scheme);
-  if (!is_bf16 && o.quant_start > 0) lay.name += fmt::format("+bf16<{}", o.quant_start);
+  lay.name = is_float ? o.scheme : quant::kv_scheme_name(scheme);
+  if (!is_float && o.quant_start > 0) lay.name += fmt::format("+bf16<{}", o.quant_start);
   if (lay.swa_bf16_warning) lay.name += "+swa-bf16";
   return lay;
 }

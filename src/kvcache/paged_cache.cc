@@ -15,6 +15,7 @@
 #include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "kvcache/kv_layout.h"
+#include "quant/kv_math.h"
 #include "kvcache/page_table.h"
 #include "quant/half.h"
 
@@ -36,7 +37,7 @@ class PagedCache final : public KvCache {
     for (const StoreSpec& sp : lay.stores) {
       Store st;
       st.spec = sp;
-      st.row_bytes = kernels::kv_segment_row_bytes(sp.is_bf16, sp.scheme, shape.head_dim);
+      st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape.head_dim);
       st.page_bytes = st.row_bytes * shape.n_kv_heads * opts.page_size;
       st.pt = std::make_unique<PageTable>(sp.n_pages, opts.page_size, opts.max_seqs);
       const size_t bytes = static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
@@ -153,7 +154,7 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
   const int d = shape_.head_dim, nkv = shape_.n_kv_heads, ps = opts_.page_size;
   const auto& pages = st.pt->pages(seq);
   std::vector<float> kh, vh;
-  const quant::KvRowLayout lay = st.spec.is_bf16 ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
+  const quant::KvRowLayout lay = st.spec.is_float ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
   for (int64_t t = a; t < b;) {
     const int64_t local = t - st.spec.begin;
     const int in_page = static_cast<int>(local % ps);
@@ -165,12 +166,15 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
                      (int64_t{h} * ps + in_page) * st.row_bytes;
       const float* ks = k + ((t - pos0) * nkv + h) * d;
       const float* vs = v + ((t - pos0) * nkv + h) * d;
-      if (st.spec.is_bf16) {
+      if (st.spec.is_float) {
+        const bool f16 = st.spec.scheme.kind == quant::KvKind::kF16;
         for (int r = 0; r < run; ++r) {
           auto* row = reinterpret_cast<uint16_t*>(dst + r * st.row_bytes);
+          const float* kr = ks + int64_t{r} * nkv * d;
+          const float* vr = vs + int64_t{r} * nkv * d;
           for (int e = 0; e < d; ++e) {
-            row[e] = f32_to_bf16(ks[int64_t{r} * nkv * d + e]);
-            row[d + e] = f32_to_bf16(vs[int64_t{r} * nkv * d + e]);
+            row[e] = f16 ? quant::f16_kv_encode(kr[e]) : f32_to_bf16(kr[e]);
+            row[d + e] = f16 ? quant::f16_kv_encode(vr[e]) : f32_to_bf16(vr[e]);
           }
         }
         continue;
@@ -208,7 +212,7 @@ void PagedCache::attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPo
   for (int s : lay_.groups[static_cast<size_t>(ls.group)].stores) {
     const Store& st = stores_[static_cast<size_t>(s)];
     kernels::KvSegmentView& v = segs[n_segs];
-    v.is_bf16 = st.spec.is_bf16;
+    v.is_float = st.spec.is_float;
     v.scheme = st.spec.scheme;
     v.head_dim = shape_.head_dim;
     v.n_kv_heads = shape_.n_kv_heads;

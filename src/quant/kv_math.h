@@ -58,4 +58,10 @@ TKV_HD uint16_t bf16_kv_encode(float x) {
   return f32_to_bf16(fminf(fmaxf(x, -max_bf16), max_bf16));
 }
 
+// f16 KV element: NaN -> 0 and saturated to ±65504, so a row never holds Inf/NaN.
+TKV_HD uint16_t f16_kv_encode(float x) {
+  if (!(x == x)) return 0;
+  return f32_to_f16(fminf(fmaxf(x, -kF16Max), kF16Max));
+}
+
 }  // namespace tkv::quant

@@ -13,7 +13,7 @@ namespace tkv::quant {
 namespace {
 
 constexpr std::string_view kValidForms =
-    "bf16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in {2,3,4,5,8}";
+    "bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in {2,3,4,5,8}";
 
 bool in_set(int v, std::initializer_list<int> set) {
   for (int s : set)
@@ -34,8 +34,9 @@ Status validate_kv_scheme(const KvScheme& s) {
     return invalid_argument("[kv] head_dim {} is not supported (valid: 64, 128, 256, 512)", s.head_dim);
   switch (s.kind) {
     case KvKind::kBf16:
+    case KvKind::kF16:
       if (s.k_bits != 16 || s.v_bits != 16)
-        return invalid_argument("[kv] bf16 scheme needs k_bits = v_bits = 16, got k{} v{}", s.k_bits, s.v_bits);
+        return invalid_argument("[kv] 16-bit float scheme needs k_bits = v_bits = 16, got k{} v{}", s.k_bits, s.v_bits);
       break;
     case KvKind::kAffine:
       if (!in_set(s.k_bits, {4, 8})) return invalid_argument("[kv] affine k_bits {} invalid (valid: 4, 8)", s.k_bits);
@@ -61,6 +62,8 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
   int k = 0, v = 0;
   if (text == "bf16") {
     s = {KvKind::kBf16, 16, 16, head_dim};
+  } else if (text == "f16") {
+    s = {KvKind::kF16, 16, 16, head_dim};
   } else if (text == "8" || text == "4") {
     const int b = text[0] - '0';
     s = {KvKind::kAffine, b, b, head_dim};
@@ -80,6 +83,7 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
 std::string kv_scheme_name(const KvScheme& s) {
   switch (s.kind) {
     case KvKind::kBf16: return "bf16";
+    case KvKind::kF16: return "f16";
     case KvKind::kAffine:
       return s.k_bits == s.v_bits ? fmt::format("affine{}", s.k_bits) : fmt::format("affine:k{}v{}", s.k_bits, s.v_bits);
     case KvKind::kTurbo: return fmt::format("turbo:k{}{}v{}", s.k_bits, s.k_unsigned8 ? "u" : "", s.v_bits);

@@ -220,7 +220,7 @@ TEST_F(KvE2e, FusedMatchesReferencePath) {
   const struct {
     const char* scheme;
     double max_kl;
-  } cases[] = {{"turbo", 0.06}, {"turbo:k8v8", 0.02}, {"bf16", 0.02}, {"turbo:k4v2", -1}};
+  } cases[] = {{"turbo", 0.06}, {"turbo:k8v8", 0.02}, {"bf16", 0.02}, {"f16", 0.02}, {"turbo:k4v2", -1}};
   for (const auto& [scheme, max_kl] : cases) {
     auto fu = engine(scheme, kv::AttnPath::kVerify, 8);
     auto re = engine(scheme, kv::AttnPath::kReference, 8);

@@ -27,6 +27,11 @@ void expected_rows(const std::string& scheme, int64_t quant_start, int d, int nk
   for (int64_t t = 0; t < n; ++t) {
     float* ko = ex->k.data() + static_cast<size_t>(pos0 + t) * row;
     float* vo = ex->v.data() + static_cast<size_t>(pos0 + t) * row;
+    if (scheme == "f16") {
+      for (size_t e = 0; e < row; ++e)
+        ko[e] = f16_to_f32(quant::f16_kv_encode(k[t * row + e])), vo[e] = f16_to_f32(quant::f16_kv_encode(v[t * row + e]));
+      continue;
+    }
     if (scheme == "bf16" || pos0 + t < quant_start) {
       for (size_t e = 0; e < row; ++e)
         ko[e] = bf16_to_f32(f32_to_bf16(k[t * row + e])), vo[e] = bf16_to_f32(f32_to_bf16(v[t * row + e]));
@@ -123,7 +128,7 @@ struct Rig {
   }
 };
 
-const char* kSchemes[] = {"bf16", "8", "4", "turbo", "turbo:k8v8", "turbo:k4v3", "turbo:k2v2", "turbo:k5v5"};
+const char* kSchemes[] = {"bf16", "f16", "8", "4", "turbo", "turbo:k8v8", "turbo:k4v3", "turbo:k2v2", "turbo:k5v5"};
 
 TEST(QuantCache, PrefillDecodeAndQuantStartBoundary) {
   ThreadPool pool(2);
@@ -206,7 +211,7 @@ TEST(QuantCache, ForkTrimFreeAndPageReuse) {
     auto c = r.fused->create_seq();
     ASSERT_TRUE(c.ok());
     // Capacity: max_tokens in the scheme's pool, plus the bf16 prefix below quant_start.
-    const int64_t cap = 128 + (std::string(s) == "bf16" ? 0 : 10);
+    const int64_t cap = 128 + (std::string(s) == "bf16" || std::string(s) == "f16" ? 0 : 10);  // float schemes: no prefix
     EXPECT_EQ(cap, r.fused->capacity_tokens());
     EXPECT_TRUE(r.fused->reserve(*c, cap).ok()) << s << ": freed pages must be reusable";
     EXPECT_FALSE(r.fused->reserve(*c, cap + 1).ok()) << s << ": capacity exceeded";

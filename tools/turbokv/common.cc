@@ -20,7 +20,7 @@ CLI::Validator kv_validator(const char* name, Fn fn) {
 
 // The --kv-* flags; every value is checked at parse time by the kvcache parsers.
 void add_kv_options(CLI::App* app, CommonOptions& o) {
-  app->add_option("--kv-quant", o.kv_quant, "KV cache scheme: bf16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V>")
+  app->add_option("--kv-quant", o.kv_quant, "KV cache scheme: bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V>")
       ->check(kv_validator("KV_SCHEME", [](const std::string& v) { return kv::check_kv_scheme_syntax(v); }));
   app->add_option("--kv-quant-start", o.kv_quant_start, "Keep the first N tokens of a sequence in bf16")
       ->check(CLI::NonNegativeNumber);

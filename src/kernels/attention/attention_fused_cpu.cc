@@ -49,9 +49,10 @@ const float* padded_centroids(int v_bits) {
 SegFmt seg_format(const KvSegmentView& s) {
   SegFmt f;
   f.row.head_dim = s.head_dim;
-  f.row_bytes = kv_segment_row_bytes(s.is_bf16, s.scheme, s.head_dim);
-  if (s.is_bf16) {
+  f.row_bytes = kv_segment_row_bytes(s.is_float, s.scheme, s.head_dim);
+  if (s.is_float) {
     f.row.v_off = 2 * s.head_dim;
+    if (s.scheme.kind == quant::KvKind::kF16) f.k = KId::kF16, f.v = VId::kF16;
     return f;
   }
   const quant::KvRowLayout l = quant::kv_row_layout(s.scheme);

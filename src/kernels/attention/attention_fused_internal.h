@@ -21,8 +21,8 @@ struct RowFmt {
   const float* centroids = nullptr;  // [2^v_bits] turbo only, padded to 256 entries
 };
 
-enum class KId { kBf16, kT2, kT3, kT4, kT5, kT8s, kT8u, kA4, kA8 };
-enum class VId { kBf16, kT1, kT2, kT3, kT4, kT5, kT8, kA4, kA8 };
+enum class KId { kBf16, kF16, kT2, kT3, kT4, kT5, kT8s, kT8u, kA4, kA8 };
+enum class VId { kBf16, kF16, kT1, kT2, kT3, kT4, kT5, kT8, kA4, kA8 };
 
 struct SegFmt {
   RowFmt row;

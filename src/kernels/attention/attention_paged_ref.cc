@@ -11,8 +11,8 @@
 
 namespace tkv::kernels {
 
-int64_t kv_segment_row_bytes(bool is_bf16, const quant::KvScheme& scheme, int head_dim) {
-  if (is_bf16) return int64_t{4} * head_dim;
+int64_t kv_segment_row_bytes(bool is_float, const quant::KvScheme& scheme, int head_dim) {
+  if (is_float) return int64_t{4} * head_dim;
   return quant::kv_row_layout(scheme).row_bytes;
 }
 
@@ -21,8 +21,8 @@ namespace {
 // Dequantizes one segment into k/v at [pos, n_kv_heads, head_dim] for its positions.
 void dequant_segment(const KvSegmentView& s, float* k, float* v) {
   const int d = s.head_dim;
-  const int64_t rb = kv_segment_row_bytes(s.is_bf16, s.scheme, d);
-  const quant::KvRowLayout lay = s.is_bf16 ? quant::KvRowLayout{} : quant::kv_row_layout(s.scheme);
+  const int64_t rb = kv_segment_row_bytes(s.is_float, s.scheme, d);
+  const quant::KvRowLayout lay = s.is_float ? quant::KvRowLayout{} : quant::kv_row_layout(s.scheme);
   for (int64_t t = 0; t < s.n_kv; ++t) {
     const int32_t page = s.page_ids[t / s.page_size];
     for (int h = 0; h < s.n_kv_heads; ++h) {
@@ -34,11 +34,12 @@ void dequant_segment(const KvSegmentView& s, float* k, float* v) {
       }
       const uint8_t* row =
           s.pool + ((int64_t{page} * s.n_kv_heads + h) * s.page_size + t % s.page_size) * rb;
-      if (s.is_bf16) {
+      if (s.is_float) {
         const auto* r16 = reinterpret_cast<const uint16_t*>(row);
+        const bool f16 = s.scheme.kind == quant::KvKind::kF16;
         for (int e = 0; e < d; ++e) {
-          ko[e] = bf16_to_f32(r16[e]);
-          vo[e] = bf16_to_f32(r16[d + e]);
+          ko[e] = f16 ? f16_to_f32(r16[e]) : bf16_to_f32(r16[e]);
+          vo[e] = f16 ? f16_to_f32(r16[d + e]) : bf16_to_f32(r16[d + e]);
         }
         continue;
       }

@@ -14,8 +14,8 @@
 namespace tkv::kernels {
 
 struct KvSegmentView {
-  bool is_bf16 = true;          // bf16 rows (any head_dim % 8 == 0); else `scheme`
-  quant::KvScheme scheme;       // affine or turbo when !is_bf16
+  bool is_float = true;          // bf16 rows (any head_dim % 8 == 0); else `scheme`
+  quant::KvScheme scheme;       // affine or turbo when !is_float
   int head_dim = 0;
   int n_kv_heads = 0;
   int page_size = 0;
@@ -26,7 +26,7 @@ struct KvSegmentView {
 };
 
 // Bytes of one (token, kv head) row of a segment's format.
-int64_t kv_segment_row_bytes(bool is_bf16, const quant::KvScheme& scheme, int head_dim);
+int64_t kv_segment_row_bytes(bool is_float, const quant::KvScheme& scheme, int head_dim);
 // Tail padding every pool must have past its last page (the SIMD unpack over-reads).
 constexpr int64_t kKvPoolTailPad = 16;
 

@@ -46,6 +46,9 @@ TKV_FUSED_TGT2 inline F load_bf16(const uint8_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
+TKV_FUSED_TGT2 inline F load_f16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 TKV_FUSED_TGT2 inline I load_i8(const uint8_t* p) {
   return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
@@ -121,6 +124,9 @@ TKV_FUSED_TGT512 inline float hsum(F v) {
 TKV_FUSED_TGT512 inline F load_bf16(const uint8_t* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+TKV_FUSED_TGT512 inline F load_f16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 TKV_FUSED_TGT512 inline I load_i8(const uint8_t* p) {
   return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -217,7 +217,7 @@ void for_rows(int64_t n_rows, int head_dim, ThreadPool* pool, const Fn& fn) {
 
 void kvcodec_encode_cpu(const KvEncodeParams& p, ThreadPool* pool) {
   TKV_CHECK(quant::validate_kv_scheme(p.scheme).ok());
-  if (p.scheme.kind == quant::KvKind::kBf16) return kvcodec_encode_ref(p);
+  if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16) return kvcodec_encode_ref(p);
   for_rows(p.n_rows, p.scheme.head_dim, pool, [&](int64_t b, int64_t e) {
     if (g_use_avx512) avx512::encode_rows(p, b, e);
     else avx2::encode_rows(p, b, e);
@@ -226,7 +226,7 @@ void kvcodec_encode_cpu(const KvEncodeParams& p, ThreadPool* pool) {
 
 void kvcodec_dequant_cpu(const KvDequantParams& p, ThreadPool* pool) {
   TKV_CHECK(quant::validate_kv_scheme(p.scheme).ok());
-  if (p.scheme.kind == quant::KvKind::kBf16) return kvcodec_dequant_ref(p);
+  if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16) return kvcodec_dequant_ref(p);
   const VTables t(p.scheme);
   const float* sign_scaled = p.v_rotated ? nullptr : t.sign_scaled;
   for_rows(p.n_rows, p.scheme.head_dim, pool, [&](int64_t b, int64_t e) {

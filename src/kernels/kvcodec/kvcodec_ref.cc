@@ -27,6 +27,10 @@ void encode_row(const KvEncodeParams& p, int64_t r, float* scratch) {
       for (int i = 0; k && i < d; ++i) row_ptr<uint16_t>(o.k_data, r)[i] = quant::bf16_kv_encode(k[i]);
       for (int i = 0; v && i < d; ++i) row_ptr<uint16_t>(o.v_data, r)[i] = quant::bf16_kv_encode(v[i]);
       break;
+    case quant::KvKind::kF16:
+      for (int i = 0; k && i < d; ++i) row_ptr<uint16_t>(o.k_data, r)[i] = quant::f16_kv_encode(k[i]);
+      for (int i = 0; v && i < d; ++i) row_ptr<uint16_t>(o.v_data, r)[i] = quant::f16_kv_encode(v[i]);
+      break;
     case quant::KvKind::kAffine:
       if (k) quant::affine_encode_row(k, d, s.k_bits, row_ptr<uint8_t>(o.k_data, r), row_ptr<uint16_t>(o.k_scale, r),
                                       row_ptr<uint16_t>(o.k_zero, r));
@@ -53,6 +57,10 @@ void dequant_row(const KvDequantParams& p, int64_t r) {
     case quant::KvKind::kBf16:
       for (int i = 0; k && i < d; ++i) k[i] = bf16_to_f32(row_ptr<uint16_t>(in.k_data, r)[i]);
       for (int i = 0; v && i < d; ++i) v[i] = bf16_to_f32(row_ptr<uint16_t>(in.v_data, r)[i]);
+      break;
+    case quant::KvKind::kF16:
+      for (int i = 0; k && i < d; ++i) k[i] = f16_to_f32(row_ptr<uint16_t>(in.k_data, r)[i]);
+      for (int i = 0; v && i < d; ++i) v[i] = f16_to_f32(row_ptr<uint16_t>(in.v_data, r)[i]);
       break;
     case quant::KvKind::kAffine:
       if (k) quant::affine_dequant_row(row_ptr<uint8_t>(in.k_data, r), row_ptr<uint16_t>(in.k_scale, r),

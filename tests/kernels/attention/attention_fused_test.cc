@@ -18,7 +18,7 @@ namespace tkv::kernels::testing {
 namespace {
 
 struct Scheme {
-  bool is_bf16;
+  bool is_float;
   quant::KvScheme s;
   std::string name;
 };
@@ -29,6 +29,7 @@ std::vector<Scheme> all_schemes(int d) {
   for (int kb : {2, 4, 5, 8})
     for (int vb : {2, 3, 4, 5, 8})
       out.push_back({false, {quant::KvKind::kTurbo, kb, vb, d}, "turbo:k" + std::to_string(kb) + "v" + std::to_string(vb)});
+  out.push_back({true, {quant::KvKind::kF16, 16, 16, d}, "f16"});
   return out;
 }
 
@@ -41,7 +42,7 @@ void dequant_all(const std::vector<SegStore>& segs, int64_t n_total, int d, int 
   std::vector<float> rot(static_cast<size_t>(d));
   for (const auto& s : segs) {
     const KvSegmentView& sv = s.view;
-    const int64_t rb = kv_segment_row_bytes(sv.is_bf16, sv.scheme, d);
+    const int64_t rb = kv_segment_row_bytes(sv.is_float, sv.scheme, d);
     for (int64_t t = 0; t < sv.n_kv; ++t) {
       const int32_t page = sv.page_ids[t / sv.page_size];
       if (page < 0) continue;
@@ -49,9 +50,13 @@ void dequant_all(const std::vector<SegStore>& segs, int64_t n_total, int d, int 
         const uint8_t* row = sv.pool + ((int64_t{page} * nkv + h) * sv.page_size + t % sv.page_size) * rb;
         float* ko = k->data() + ((sv.pos0 + t) * nkv + h) * d;
         float* vo = v->data() + ((sv.pos0 + t) * nkv + h) * d;
-        if (sv.is_bf16) {
+        if (sv.is_float) {
           const auto* r16 = reinterpret_cast<const uint16_t*>(row);
-          for (int e = 0; e < d; ++e) ko[e] = bf16_to_f32(r16[e]), vo[e] = bf16_to_f32(r16[d + e]);
+          const bool f16 = sv.scheme.kind == quant::KvKind::kF16;
+          for (int e = 0; e < d; ++e) {
+            ko[e] = f16 ? f16_to_f32(r16[e]) : bf16_to_f32(r16[e]);
+            vo[e] = f16 ? f16_to_f32(r16[d + e]) : bf16_to_f32(r16[d + e]);
+          }
           continue;
         }
         KvDequantParams p;
@@ -87,14 +92,14 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
   std::vector<float> k(static_cast<size_t>(c.n_ctx * c.nkv * c.d)), v(k.size());
   for (size_t i = 0; i < k.size(); ++i) k[i] = nd(rng) + 0.5f * static_cast<float>(i % 7), v[i] = nd(rng);
   std::vector<SegStore> segs;
-  const int64_t qs = sc.is_bf16 ? 0 : std::min(c.quant_start, c.n_ctx);
+  const int64_t qs = sc.is_float ? 0 : std::min(c.quant_start, c.n_ctx);
   if (qs > 0) {
     segs.emplace_back();
     build_segment(segs.back(), true, {}, c.d, c.nkv, c.page_size, 0, qs, k.data(), v.data(), 11);
   }
   if (c.n_ctx > qs) {
     segs.emplace_back();
-    build_segment(segs.back(), sc.is_bf16, sc.s, c.d, c.nkv, c.page_size, qs, c.n_ctx - qs, k.data(), v.data(), 12);
+    build_segment(segs.back(), sc.is_float, sc.s, c.d, c.nkv, c.page_size, qs, c.n_ctx - qs, k.data(), v.data(), 12);
   }
   // Release pages no query of this pass can see (rotating window).
   const int64_t q_pos0 = c.n_ctx - c.n_q;
@@ -162,7 +167,7 @@ TEST(AttentionFused, MatchesReferenceLongContextSplitKv) {
   for (const Scheme& sc : all_schemes(128)) run_case(sc, {128, 1, 8, 4097, 1, 0, 0, 64}, pool);
   for (int d : {64, 256})
     for (const Scheme& sc : all_schemes(d))
-      if (sc.is_bf16 || sc.s.kind == quant::KvKind::kAffine || sc.s.k_bits == 8 || sc.s.v_bits == 3)
+      if (sc.is_float || sc.s.kind == quant::KvKind::kAffine || sc.s.k_bits == 8 || sc.s.v_bits == 3)
         for (int group : {1, 8}) run_case(sc, {d, 1, group, 4097, 1, 0, 0, 64}, pool);
   for (int d : {64, 128})
     run_case(all_schemes(d)[9], {d, 1, 3, 4097, 3, 0, 0, 64}, pool);

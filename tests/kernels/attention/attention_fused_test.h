@@ -10,6 +10,7 @@
 #include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "quant/half.h"
+#include "quant/kv_math.h"
 
 namespace tkv::kernels::testing {
 
@@ -21,9 +22,9 @@ struct SegStore {
 };
 
 // Encodes k/v rows [pos0, pos0 + n) of [n_total, n_kv_heads, d] into a segment.
-inline void build_segment(SegStore& s, bool is_bf16, const quant::KvScheme& scheme, int d, int nkv, int page_size,
+inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& scheme, int d, int nkv, int page_size,
                           int64_t pos0, int64_t n, const float* k, const float* v, uint32_t seed) {
-  const int64_t rb = kv_segment_row_bytes(is_bf16, scheme, d);
+  const int64_t rb = kv_segment_row_bytes(is_float, scheme, d);
   const int64_t n_pages = (n + page_size - 1) / page_size;
   const int64_t n_pool = n_pages + 3;
   s.pool.assign(static_cast<size_t>(n_pool * nkv * page_size * rb + kKvPoolTailPad), 0xA5);
@@ -31,16 +32,20 @@ inline void build_segment(SegStore& s, bool is_bf16, const quant::KvScheme& sche
   for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int32_t>(i);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
   s.page_ids.assign(perm.begin(), perm.begin() + n_pages);
-  const quant::KvRowLayout lay = is_bf16 ? quant::KvRowLayout{} : quant::kv_row_layout(scheme);
+  const quant::KvRowLayout lay = is_float ? quant::KvRowLayout{} : quant::kv_row_layout(scheme);
   for (int64_t t = 0; t < n; ++t) {
     for (int h = 0; h < nkv; ++h) {
       uint8_t* row = s.pool.data() +
                      ((int64_t{s.page_ids[static_cast<size_t>(t / page_size)]} * nkv + h) * page_size + t % page_size) * rb;
       const float* kr = k + ((pos0 + t) * nkv + h) * d;
       const float* vr = v + ((pos0 + t) * nkv + h) * d;
-      if (is_bf16) {
+      if (is_float) {
         auto* r16 = reinterpret_cast<uint16_t*>(row);
-        for (int e = 0; e < d; ++e) r16[e] = f32_to_bf16(kr[e]), r16[d + e] = f32_to_bf16(vr[e]);
+        const bool f16 = scheme.kind == quant::KvKind::kF16;
+        for (int e = 0; e < d; ++e) {
+          r16[e] = f16 ? quant::f16_kv_encode(kr[e]) : f32_to_bf16(kr[e]);
+          r16[d + e] = f16 ? quant::f16_kv_encode(vr[e]) : f32_to_bf16(vr[e]);
+        }
         continue;
       }
       KvEncodeParams p;
@@ -52,7 +57,7 @@ inline void build_segment(SegStore& s, bool is_bf16, const quant::KvScheme& sche
       kvcodec_encode_ref(p);
     }
   }
-  s.view = {is_bf16, scheme, d, nkv, page_size, s.pool.data(), s.page_ids.data(), pos0, n};
+  s.view = {is_float, scheme, d, nkv, page_size, s.pool.data(), s.page_ids.data(), pos0, n};
 }
 
 // Derived bound on |fused - reference| for one attention call. Both see the same
