@@ -22,9 +22,11 @@ void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int
   float* x = x_.data();
 
   kernels::rms_norm(x, L.attn_norm.data(), h_.data(), n, d, c.rms_eps);
-  kernels::matmul_cpu(L.wq, h_.data(), q_.data(), n, pool);
-  kernels::matmul_cpu(L.wk, h_.data(), k_.data(), n, pool);
-  kernels::matmul_cpu(L.wv, h_.data(), v_.data(), n, pool);
+  {
+    const kernels::WeightView w[3] = {L.wq, L.wk, L.wv};
+    float* const y[3] = {q_.data(), k_.data(), v_.data()};
+    kernels::matmul_cpu_multi(w, 3, h_.data(), y, n, pool);
+  }
   if (c.qkv_bias) {
     kernels::add_bias(q_.data(), L.bq.data(), n, q_dim);
     kernels::add_bias(k_.data(), L.bk.data(), n, kv_dim);
@@ -58,8 +60,11 @@ void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int
   kernels::add_inplace(x, h_.data(), n * d);
 
   kernels::rms_norm(x, L.ffn_norm.data(), h_.data(), n, d, c.rms_eps);
-  kernels::matmul_cpu(L.w_gate, h_.data(), ff_gate_.data(), n, pool);
-  kernels::matmul_cpu(L.w_up, h_.data(), ff_up_.data(), n, pool);
+  {
+    const kernels::WeightView w[2] = {L.w_gate, L.w_up};
+    float* const y[2] = {ff_gate_.data(), ff_up_.data()};
+    kernels::matmul_cpu_multi(w, 2, h_.data(), y, n, pool);
+  }
   if (c.ffn_act == FfnAct::kSilu) {
     kernels::silu_mul(ff_gate_.data(), ff_up_.data(), n * c.d_ff);
   } else {

@@ -27,11 +27,24 @@ bool act_kind_for(ggml::Type type, ActKind* kind) {
   }
 }
 
-void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool, CpuIsa isa) {
+namespace {
+// Row chunks of one weight for the dynamic loop: ~8 per thread, whole 16-row groups
+// (so the kernels' 16-row tiles and the results do not depend on the thread count).
+int64_t row_grain(int64_t n_out, int n_threads) {
+  const int64_t per = (n_out + 8 * n_threads - 1) / (8 * n_threads);
+  return std::max<int64_t>(16, (per + 15) / 16 * 16);
+}
+
+void check_weight(const WeightView& w, int64_t n_tokens) {
   TKV_CHECK(w.data != nullptr && w.n_in > 0 && w.n_out >= 0 && n_tokens >= 0);
   const ggml::TypeTraits* tr = ggml::type_traits(static_cast<uint32_t>(w.type));
   TKV_CHECK_MSG(tr != nullptr && tr->supported, "[matmul] unsupported weight type");
   TKV_CHECK_MSG(w.n_in % tr->block_elems == 0, "[matmul] n_in is not a multiple of the block size");
+}
+}  // namespace
+
+void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool, CpuIsa isa) {
+  check_weight(w, n_tokens);
   if (n_tokens == 0 || w.n_out == 0) return;
   if (isa == CpuIsa::kAuto) isa = cpu_has_avx512_vnni() ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx2;
   TKV_CHECK_MSG(isa != CpuIsa::kAvx512Vnni || cpu_has_avx512_vnni(), "[matmul] AVX-512 VNNI not available");
@@ -47,10 +60,54 @@ void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tok
     fn(w, a, x, n_tokens, 0, w.n_out, y);
     return;
   }
-  // Chunks of rows handed out dynamically: ~8 per thread, whole 16-row groups.
-  const int64_t per = (w.n_out + 8 * pool.n_threads() - 1) / (8 * pool.n_threads());
-  const int64_t grain = std::max<int64_t>(16, (per + 15) / 16 * 16);
-  pool.parallel_for_dynamic(w.n_out, grain, [&](int, int64_t r0, int64_t r1) { fn(w, a, x, n_tokens, r0, r1, y); });
+  pool.parallel_for_dynamic(w.n_out, row_grain(w.n_out, pool.n_threads()), [&](int, int64_t r0, int64_t r1) { fn(w, a, x, n_tokens, r0, r1, y); });
+}
+
+void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens,
+                      ThreadPool& pool) {
+  constexpr int kMax = 4;
+  TKV_CHECK(n_w >= 1 && n_w <= kMax);
+  const CpuIsa isa = cpu_has_avx512_vnni() ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx2;
+  thread_local ActBuffer bufs[kMax];
+  RowsFn fns[kMax];
+  const ActQ8* acts[kMax] = {};
+  ActKind kinds[kMax];
+  const ActQ8* kind_act[kMax] = {};
+  int n_kinds = 0;
+  for (int i = 0; i < n_w; ++i) {
+    check_weight(ws[i], n_tokens);
+    TKV_CHECK(ws[i].n_in == ws[0].n_in);
+    fns[i] = isa == CpuIsa::kAvx512Vnni ? avx512::rows_fn(ws[i].type) : avx2::rows_fn(ws[i].type);
+    ActKind kind;
+    if (n_tokens == 0 || !act_kind_for(ws[i].type, &kind)) continue;  // float weights read x
+    int k = 0;
+    while (k < n_kinds && kinds[k] != kind) ++k;
+    if (k == n_kinds) {
+      kinds[n_kinds] = kind;
+      kind_act[n_kinds++] = &quantize_act(kind, x, n_tokens, ws[0].n_in, bufs[k], &pool);
+    }
+    acts[i] = kind_act[k];
+  }
+  if (n_tokens == 0) return;
+  struct Chunk {
+    int w;
+    int64_t r0, r1;
+  };
+  thread_local std::vector<Chunk> chunk_buf;  // the caller's; workers read it through `chunks`
+  std::vector<Chunk>& chunks = chunk_buf;
+  chunks.clear();
+  for (int i = 0; i < n_w; ++i) {
+    const int64_t g = pool.n_threads() <= 1 ? std::max<int64_t>(1, ws[i].n_out) : row_grain(ws[i].n_out, pool.n_threads());
+    for (int64_t r = 0; r < ws[i].n_out; r += g) chunks.push_back({i, r, std::min(r + g, ws[i].n_out)});
+  }
+  const auto run = [&](int, int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const Chunk& ch = chunks[static_cast<size_t>(c)];
+      fns[ch.w](ws[ch.w], acts[ch.w], x, n_tokens, ch.r0, ch.r1, ys[ch.w]);
+    }
+  };
+  if (pool.n_threads() <= 1) return run(0, 0, static_cast<int64_t>(chunks.size()));
+  pool.parallel_for_dynamic(static_cast<int64_t>(chunks.size()), 1, run);
 }
 
 void matmul_cpu(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {

@@ -198,6 +198,41 @@ TEST(MatmulCpu, PrefillEqualsDecodeBitwiseFor32Blocks) {
   }
 }
 
+// matmul_cpu_multi (one quantization, one parallel loop) equals separate calls bitwise,
+// weights of mixed types and activation kinds included.
+TEST(MatmulCpu, MultiEqualsSeparateCallsBitwise) {
+  std::mt19937 rng(7);
+  const int64_t n_in = 512;
+  const Type types[] = {Type::kQ4_K, Type::kQ6_K, Type::kQ8_0, Type::kF32};
+  const int64_t n_outs[] = {48, 37, 16, 5};
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<WeightView> ws;
+  for (int i = 0; i < 4; ++i) {
+    bufs.push_back(random_weights(types[i], n_outs[i], n_in, rng));
+    ws.push_back({bufs.back().data(), types[i], n_in, n_outs[i]});
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n_tokens : {1, 35}) {
+      std::uniform_real_distribution<float> ux(-1.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+      for (auto& v : x) v = ux(rng);
+      std::vector<std::vector<float>> sep(4), mul(4);
+      float* ys[4];
+      for (int i = 0; i < 4; ++i) {
+        sep[i].assign(static_cast<size_t>(n_tokens * n_outs[i]), NAN);
+        mul[i].assign(sep[i].size(), NAN);
+        matmul_cpu(ws[i], x.data(), sep[i].data(), n_tokens, pool);
+        ys[i] = mul[i].data();
+      }
+      matmul_cpu_multi(ws.data(), 4, x.data(), ys, n_tokens, pool);
+      for (int i = 0; i < 4; ++i)
+        ASSERT_EQ(0, std::memcmp(sep[i].data(), mul[i].data(), sep[i].size() * sizeof(float)))
+            << "weight " << i << " threads " << threads << " n_tokens " << n_tokens;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, MatmulCpuTest,
     ::testing::Values(Case{Type::kF32, {37, 576}}, Case{Type::kF16, {37, 576}}, Case{Type::kBF16, {37, 576}},
