@@ -36,7 +36,8 @@ Status validate_kv_scheme(const KvScheme& s) {
     case KvKind::kBf16:
     case KvKind::kF16:
       if (s.k_bits != 16 || s.v_bits != 16)
-        return invalid_argument("[kv] 16-bit float scheme needs k_bits = v_bits = 16, got k{} v{}", s.k_bits, s.v_bits);
+        return invalid_argument("[kv] {} scheme needs k_bits = v_bits = 16, got k{} v{}",
+                                s.kind == KvKind::kF16 ? "f16" : "bf16", s.k_bits, s.v_bits);
       break;
     case KvKind::kAffine:
       if (!in_set(s.k_bits, {4, 8})) return invalid_argument("[kv] affine k_bits {} invalid (valid: 4, 8)", s.k_bits);

@@ -38,7 +38,7 @@ TEST(KvScheme, BytesPerTokenMatchGoldenGrid) {
 }
 
 TEST(KvScheme, LayoutOffsetsAreContiguous) {
-  for (const char* text : {"bf16", "8", "4", "turbo", "turbo:k4v2"}) {
+  for (const char* text : {"bf16", "f16", "8", "4", "turbo", "turbo:k4v2"}) {
     for (int d : {64, 128, 256, 512}) {
       auto s = parse_kv_scheme(text, d);
       ASSERT_TRUE(s.ok()) << s.status().message();
@@ -84,6 +84,7 @@ TEST(KvScheme, ValidationNamesValueAndSet) {
   EXPECT_NE(msg({KvKind::kTurbo, 8, 7, 128}).find("v_bits 7 invalid (valid: 1, 2, 3, 4, 5, 8)"), std::string::npos);
   EXPECT_NE(msg({KvKind::kAffine, 2, 2, 128}).find("affine k_bits 2"), std::string::npos);
   EXPECT_NE(msg({KvKind::kBf16, 8, 8, 128}).find("bf16"), std::string::npos);
+  EXPECT_NE(msg({KvKind::kF16, 16, 8, 128}).find("f16"), std::string::npos);
   EXPECT_FALSE(validate_kv_scheme({KvKind::kTurbo, 4, 3, 128, true}).ok());  // unsigned8 needs k8
   EXPECT_TRUE(validate_kv_scheme({KvKind::kTurbo, 8, 3, 128, true}).ok());
   EXPECT_TRUE(validate_kv_scheme({KvKind::kTurbo, 3, 1, 512}).ok());
