@@ -166,15 +166,15 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 
 // Load modes of a stage's planes: 0 = every plane by cp.async, two threads per token (any
 // page size); 1 = K and V by TMA page boxes (page_size >= 16), the 8-byte scale rows by
-// cp.async; 2 = every plane by TMA (also n_kv_heads even: a scale box is 16 bytes = the
-// rows of kv heads 2j, 2j+1, this head's 8 bytes at (kvh & 1) * 8 of a 16-byte stage row).
+// cp.async. kSt = 3 pipeline stages (4 measured slower, docs/bench/cuda.md run 11).
 // Stage s of a block's dynamic shared memory: K [kTok][128] (16-byte units XOR-swizzled
 // by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
 // region or by the copy address), V [kTok][kVr], then k scale, k zero, v scale [kTok][kSr];
 // then one mbarrier per (stage, warp) and the V pair table.
-template <int VB, int kMode, int kSt>
+constexpr int kSt = 3;
+template <int VB, int kMode>
 struct MmaLayout {
-  static constexpr int kVr = kD * VB / 8, kSr = kMode == 2 ? 16 : 8;
+  static constexpr int kVr = kD * VB / 8, kSr = 8;
   static constexpr int kK = kTok * kD, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
   __host__ __device__ static constexpr int k_off(int s) { return s * kK; }
   __host__ __device__ static constexpr int v_off(int s) { return kSt * kK + s * kV; }
@@ -194,9 +194,6 @@ struct MmaLayout {
 struct TmaMaps {
   const CUtensorMap& k;
   const CUtensorMap& v;
-  const CUtensorMap& ks;
-  const CUtensorMap& kz;
-  const CUtensorMap& vs;
 };
 
 // Copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into stage s. Each warp
@@ -204,10 +201,10 @@ struct TmaMaps {
 // of warp w issues the TMA boxes of tokens [16w, 16w + 16) (one page: page_size >= 16)
 // on the warp's barrier of the stage, expecting exactly the bytes of the boxes it issues.
 // page: the page of this thread's token (lane 0: of the warp's first token).
-template <int VB, int kMode, int kSt>
+template <int VB, int kMode>
 __device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, const TmaMaps& tm, uint8_t* smem, uint64_t* bars,
                                                int s, int t0, int t_end, int32_t page, int kvh) {
-  using L = MmaLayout<VB, kMode, kSt>;
+  using L = MmaLayout<VB, kMode>;
   const int tok = threadIdx.x >> 1, sub = threadIdx.x & 1, t = t0 + tok;
   uint8_t* kst = smem + L::k_off(s);
   uint8_t* vst = smem + L::v_off(s);
@@ -217,20 +214,13 @@ __device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, const TmaMaps&
       uint64_t* bar = bars + s * kWarps + threadIdx.x / 32;
       if (t < t_end) {
         const int slot = page * kv.page_size + (t & (kv.page_size - 1));
-        mbar_arrive_expect_tx(bar, 16 * (kD + L::kVr) + (kMode == 2 ? 3 * 16 * 16 : 0));
+        mbar_arrive_expect_tx(bar, 16 * (kD + L::kVr));
         tma_load_3d(kst + tok * kD, &tm.k, 0, kvh, slot, bar);
         tma_load_3d(vst + tok * L::kVr, &tm.v, 0, kvh, slot, bar);
-        if constexpr (kMode == 2) {
-          const int c0 = (kvh & ~1) * 4;  // fp16 column of kv head 2j's row
-          tma_load_2d(sst + tok * 16, &tm.ks, c0, slot, bar);
-          tma_load_2d(sst + L::kS + tok * 16, &tm.kz, c0, slot, bar);
-          tma_load_2d(sst + 2 * L::kS + tok * 16, &tm.vs, c0, slot, bar);
-        }
       } else {
         mbar_arrive(bar);  // no tokens: the phase completes on the arrival alone
       }
     }
-    if constexpr (kMode == 2) return;
   }
   if (t >= t_end) return;
   const int64_t row = ((int64_t)page * kv.page_size + (t & (kv.page_size - 1))) * kv.n_kv_heads + kvh;
@@ -252,12 +242,9 @@ __device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, const TmaMaps&
 }
 
 // Page of this thread's token in the tile at t0 (0 past t_end): loaded a tile ahead of
-// its copies, so the page-table latency is off the loop's critical path. Mode 2 needs
-// it in lane 0 only.
-template <int kMode>
+// its copies, so the page-table latency is off the loop's critical path.
 __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t_end, int ps_shift) {
   const int t = t0 + (threadIdx.x >> 1);
-  if (kMode == 2 && (threadIdx.x & 31) != 0) return 0;
   return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
 }
 
@@ -371,14 +358,13 @@ __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, 
   }
 }
 
-// kWarpSync: the warps of a block sync only themselves each tile (every warp copies and
-// reads only its own tokens of a stage); else a __syncthreads per tile (the cp.async path).
-template <int VB, int kMode, int kSt, bool kWarpSync>
+// One __syncthreads per tile in both load modes (a warp-level sync, possible with TMA since
+// every warp copies and reads only its own tokens of a stage, measured no faster: run 12).
+template <int VB, int kMode>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     decode_turbo_mma_kernel(const DecodeLaunch a, const __grid_constant__ CUtensorMap tm_k,
-                            const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_ks,
-                            const __grid_constant__ CUtensorMap tm_kz, const __grid_constant__ CUtensorMap tm_vs) {
-  using L = MmaLayout<VB, kMode, kSt>;
+                            const __grid_constant__ CUtensorMap tm_v) {
+  using L = MmaLayout<VB, kMode>;
   constexpr int kSr = L::kSr;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = smem_raw;
@@ -401,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int32_t* pages = kv.page_indices + kv.page_indptr[seq];
   const int ps_shift = __ffs(kv.page_size) - 1;
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
-  const TmaMaps tm{tm_k, tm_v, tm_ks, tm_kz, tm_vs};
+  const TmaMaps tm{tm_k, tm_v};
   if constexpr (kMode != 0) {
     if (threadIdx.x == 0) {
       for (int i = 0; i < kSt * kWarps; ++i) mbar_init(bars + i, 1);
@@ -412,37 +398,31 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
   for (int s = 0; s < kSt - 1; ++s) {
     if (s < n_tiles)
-      issue_mma_tile<VB, kMode, kSt>(kv, tm, smem, bars, s, t_begin + s * kTok, t_end,
-                                     tile_page<kMode>(pages, t_begin + s * kTok, t_end, ps_shift), kvh);
-    if constexpr (kMode != 2) cp_async_commit();
+      issue_mma_tile<VB, kMode>(kv, tm, smem, bars, s, t_begin + s * kTok, t_end,
+                                tile_page(pages, t_begin + s * kTok, t_end, ps_shift), kvh);
+    cp_async_commit();
   }
-  int32_t next_page = tile_page<kMode>(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
+  int32_t next_page = tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
   const QFrag qf = load_q(a, seq, hq0, lane);
   const bool k_signed = kv.format.k_signed;
-  const int hoff = kMode == 2 ? (kvh & 1) * 8 : 0;  // this head's 8 bytes in a 16-byte scale row
-  if constexpr (kWarpSync && kMode == 0) __syncthreads();  // the pair table
   float acc[8][4];
 #pragma unroll
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int it = 0; it < n_tiles; ++it) {
     const int cur = it % kSt;
-    if constexpr (kMode != 2) cp_async_wait<kSt - 2>();                      // this thread's copies of tile it
+    cp_async_wait<kSt - 2>();                                                 // this thread's copies of tile it
     if constexpr (kMode != 0) mbar_wait(bars + cur * kWarps + warp, (it / kSt) & 1);  // the warp's TMA boxes
-    if constexpr (kWarpSync) {
-      __syncwarp();  // the warp's copies landed and the warp finished tile it-1
-    } else {
-      __syncthreads();  // everyone's copies landed, and everyone finished tile it-1
-    }
+    __syncthreads();  // everyone's copies landed, and everyone finished tile it-1
     const int nxt = it + kSt - 1;
     if (nxt < n_tiles) {
-      issue_mma_tile<VB, kMode, kSt>(kv, tm, smem, bars, nxt % kSt, t_begin + nxt * kTok, t_end, next_page, kvh);
-      next_page = tile_page<kMode>(pages, t_begin + (nxt + 1) * kTok, t_end, ps_shift);
+      issue_mma_tile<VB, kMode>(kv, tm, smem, bars, nxt % kSt, t_begin + nxt * kTok, t_end, next_page, kvh);
+      next_page = tile_page(pages, t_begin + (nxt + 1) * kTok, t_end, ps_shift);
     }
-    if constexpr (kMode != 2) cp_async_commit();
+    cp_async_commit();
     const uint8_t* kst = smem + L::k_off(cur);
-    const uint8_t* sst = smem + L::s_off(cur) + hoff;
+    const uint8_t* sst = smem + L::s_off(cur);
     const int tw = 16 * warp, n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
     float s[4];
     if (k_signed) {
@@ -456,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     softmax_step(s, m, l, acc, pb0, pb1);
     pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
   }
-  if constexpr (kMode != 2) cp_async_wait<0>();
+  cp_async_wait<0>();
   __syncthreads();  // the pipeline buffers become the cross-warp merge buffers
   write_partial(a, smem, acc, m, l, seq, hq0, part);
 }
@@ -492,21 +472,12 @@ bool encode_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_byt
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// A scale plane [slot][kv head][4] fp16 as {4 n_kv, slots}, box 8 fp16 (kv heads 2j, 2j+1) x 16 tokens.
-bool encode_scales(EncodeTiledFn fn, CUtensorMap* m, const void* base, int n_kv) {
-  const cuuint64_t dims[2] = {(cuuint64_t)n_kv * 4, kMapSlots}, strides[1] = {(cuuint64_t)n_kv * 8};
-  const cuuint32_t box[2] = {8, 16}, es[2] = {1, 1};
-  return fn(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(base), dims, strides, box, es,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
-template <int VB, int kMode, int kSt, bool kWarpSync>
-cudaError_t launch_cfg(const DecodeLaunch& a, const CUtensorMap (&tm)[5], dim3 grid, cudaStream_t stream) {
-  using L = MmaLayout<VB, kMode, kSt>;
-  auto* kern = decode_turbo_mma_kernel<VB, kMode, kSt, kWarpSync>;
+template <int VB, int kMode>
+cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 grid, cudaStream_t stream) {
+  using L = MmaLayout<VB, kMode>;
+  auto* kern = decode_turbo_mma_kernel<VB, kMode>;
   if constexpr (L::kDyn > 48 * 1024) {  // opt in above 48 KB (else the launch fails), all of it as shared
     static const cudaError_t attr = [kern] {
       cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kDyn);
@@ -516,42 +487,17 @@ cudaError_t launch_cfg(const DecodeLaunch& a, const CUtensorMap (&tm)[5], dim3 g
     }();
     if (attr != cudaSuccess) return attr;
   }
-  kern<<<grid, kThreads, L::kDyn, stream>>>(a, tm[0], tm[1], tm[2], tm[3], tm[4]);
+  kern<<<grid, kThreads, L::kDyn, stream>>>(a, tm[0], tm[1]);
   return cudaGetLastError();
 }
 
-// Variants (TKV_MMA_CFG selects one for benchmarking; default kDefaultCfg): load mode,
-// stages, warp-level sync. A variant the cache cannot take steps down: mode 2 -> 1 (odd
-// n_kv_heads), any TMA mode -> 0 (page_size < 16, unaligned planes, no encode function).
-struct MmaCfg {
-  int mode, stages;
-  bool warp_sync;
-};
-constexpr MmaCfg kCfgs[] = {{0, 3, false}, {1, 3, false}, {1, 4, false}, {1, 3, true},
-                            {1, 4, true},  {2, 3, true},  {2, 3, false}};
-constexpr int kNumCfgs = sizeof(kCfgs) / sizeof(kCfgs[0]);
-constexpr int kDefaultCfg = 3;
-
-int selected_cfg() {
-  static const int cfg = [] {
+// TKV_MMA_CFG=0 forces the cp.async kernel (benchmarking only; docs/cuda-kernels.md).
+bool force_cp_async() {
+  static const bool f = [] {
     const char* e = std::getenv("TKV_MMA_CFG");
-    const int c = e ? std::atoi(e) : kDefaultCfg;
-    return c >= 0 && c < kNumCfgs ? c : kDefaultCfg;
+    return e != nullptr && std::atoi(e) == 0;
   }();
-  return cfg;
-}
-
-template <int VB>
-cudaError_t launch_vb(const DecodeLaunch& a, int cfg, const CUtensorMap (&tm)[5], dim3 grid, cudaStream_t stream) {
-  switch (cfg) {
-    case 1: return launch_cfg<VB, 1, 3, false>(a, tm, grid, stream);
-    case 2: return launch_cfg<VB, 1, 4, false>(a, tm, grid, stream);
-    case 3: return launch_cfg<VB, 1, 3, true>(a, tm, grid, stream);
-    case 4: return launch_cfg<VB, 1, 4, true>(a, tm, grid, stream);
-    case 5: return launch_cfg<VB, 2, 3, true>(a, tm, grid, stream);
-    case 6: return launch_cfg<VB, 2, 3, false>(a, tm, grid, stream);
-    default: return launch_cfg<VB, 0, 3, false>(a, tm, grid, stream);
-  }
+  return f;
 }
 
 }  // namespace
@@ -561,29 +507,20 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   const int gqa = a.p.n_heads / kv.n_kv_heads;
   const dim3 grid(a.plan.n_parts, kv.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
   const int vb = kv.format.v_bits, vr = kD * vb / 8;
-  int cfg = selected_cfg();
-  CUtensorMap tm[5] = {};
-  if (kCfgs[cfg].mode == 2 && (kv.n_kv_heads % 2 != 0 || !aligned16(kv.k_scale) || !aligned16(kv.k_zero) ||
-                               !aligned16(kv.v_scale)))
-    cfg = kCfgs[cfg].warp_sync ? 3 : 1;  // scales by cp.async, same stages and sync
-  const EncodeTiledFn fn = kCfgs[cfg].mode != 0 ? encode_tiled_fn() : nullptr;
-  if (kCfgs[cfg].mode != 0) {
-    bool ok = fn && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
-              encode_rows(fn, &tm[0], kv.k_data, kD, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_128B) &&
-              encode_rows(fn, &tm[1], kv.v_data, vr, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_NONE);
-    if (ok && kCfgs[cfg].mode == 2)
-      ok = encode_scales(fn, &tm[2], kv.k_scale, kv.n_kv_heads) && encode_scales(fn, &tm[3], kv.k_zero, kv.n_kv_heads) &&
-           encode_scales(fn, &tm[4], kv.v_scale, kv.n_kv_heads);
-    if (!ok) cfg = 0;
-  }
+  // TMA K/V boxes where the cache allows them (page_size >= 16, 16-byte aligned planes,
+  // the encode entry point found); else the cp.async kernel.
+  CUtensorMap tm[2] = {};
+  const EncodeTiledFn fn = force_cp_async() ? nullptr : encode_tiled_fn();
+  const bool tma = fn && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
+                   encode_rows(fn, &tm[0], kv.k_data, kD, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_128B) &&
+                   encode_rows(fn, &tm[1], kv.v_data, vr, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_NONE);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
     static int printed = 0;
-    if (printed++ < 4)
-      std::fprintf(stderr, "[decode_turbo_mma] v%d cfg %d: mode %d, %d stages, %s sync\n", vb, cfg, kCfgs[cfg].mode,
-                   kCfgs[cfg].stages, kCfgs[cfg].warp_sync ? "warp" : "block");
+    if (printed++ < 4) std::fprintf(stderr, "[decode_turbo_mma] v%d: %s loads\n", vb, tma ? "TMA" : "cp.async");
   }
-  return vb == 3 ? launch_vb<3>(a, cfg, tm, grid, stream) : launch_vb<4>(a, cfg, tm, grid, stream);
+  if (vb == 3) return tma ? launch_mode<3, 1>(a, tm, grid, stream) : launch_mode<3, 0>(a, tm, grid, stream);
+  return tma ? launch_mode<4, 1>(a, tm, grid, stream) : launch_mode<4, 0>(a, tm, grid, stream);
 }
 
 }  // namespace tkv::kernels::cuda_detail
