@@ -54,7 +54,7 @@ Agreement agree(const testing::LogitsFixture& ref, const std::vector<int32_t>& c
   return a;
 }
 
-void check(const std::string& model, const std::string& name) {
+void check(const std::string& model, const std::string& name, const std::string& kv) {
   if (!testing::have(model)) GTEST_SKIP() << model << " not fetched (scripts/fetch-models)";
   const std::string dir = std::string(TKV_SOURCE_DIR) + "/tests/fixtures/logits/";
   testing::LogitsFixture ref, alt;
@@ -66,6 +66,7 @@ void check(const std::string& model, const std::string& name) {
   o.model_path = model;
   o.n_threads = 2;
   o.cache.max_tokens = ref.n_pos + 64;
+  o.cache.scheme = kv;
   auto eng = runtime::Engine::create(o);
   ASSERT_TRUE(eng.ok()) << eng.status().message();
   auto& e = *eng.value();
@@ -105,9 +106,9 @@ void check(const std::string& model, const std::string& name) {
     return false;
   });
   const double ppl_ref = std::exp(nll_ref / n_scored), ppl_ours = std::exp(nll_ours / n_scored);
-  std::printf("[parity] %s vs llama.cpp (flash-attn on): turbokv top1 %.4f KL %.3g (max %.3g) | llama.cpp flash-attn off: "
+  std::printf("[parity] %s, %s KV, vs llama.cpp (flash-attn on, f16 KV): turbokv top1 %.4f KL %.3g (max %.3g) | llama.cpp flash-attn off: "
               "top1 %.4f KL %.3g | chunk-0 ppl llama.cpp %.4f turbokv %.4f\n",
-              name.c_str(), ours.top1, ours.mean_kl, ours.max_kl, floor.top1, floor.mean_kl, ppl_ref, ppl_ours);
+              name.c_str(), kv.c_str(), ours.top1, ours.mean_kl, ours.max_kl, floor.top1, floor.mean_kl, ppl_ref, ppl_ours);
   // Targets: the top-1 >= 99 % and KL <= 1e-3, relaxed to llama.cpp's own
   // noise floor (its two attention paths disagree by more than that on these
   // Q4 models): within 25 % (+2e-4) of the floor's KL and 2 points of its top-1.
@@ -115,9 +116,16 @@ void check(const std::string& model, const std::string& name) {
   EXPECT_GE(ours.top1, std::min(0.99, floor.top1 - 0.02));
 }
 
-TEST(LogitsParity, SmolLM2) { check(testing::smollm2_path(), "smollm2-135m"); }
-TEST(LogitsParity, Gemma3) { check(testing::gemma3_path(), "gemma3-270m"); }
-TEST(LogitsParity, Qwen25) { check(testing::qwen15_path(), "qwen2.5-1.5b"); }
+// bf16 KV (the default) and f16 KV (llama.cpp's KV type in the fixtures).
+TEST(LogitsParity, SmolLM2) {
+  for (const char* kv : {"bf16", "f16"}) check(testing::smollm2_path(), "smollm2-135m", kv);
+}
+TEST(LogitsParity, Gemma3) {
+  for (const char* kv : {"bf16", "f16"}) check(testing::gemma3_path(), "gemma3-270m", kv);
+}
+TEST(LogitsParity, Qwen25) {
+  for (const char* kv : {"bf16", "f16"}) check(testing::qwen15_path(), "qwen2.5-1.5b", kv);
+}
 
 }  // namespace
 }  // namespace tkv
