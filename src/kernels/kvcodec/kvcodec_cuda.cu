@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(512) kv_encode_kernel(const KvEncodeCudaParams
   const PagedKvFormat& f = p.cache.format;
   const int d = f.head_dim;
   const int64_t in = ((int64_t)t * p.cache.n_kv_heads + h) * d + e;
-  const int64_t row = (int64_t)slot * p.cache.n_kv_heads + h;
+  const int ps = p.cache.page_size;  // a power of two (validated)
+  const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
   if (f.bf16) {
     if (p.k) reinterpret_cast<uint16_t*>(p.cache.k_data)[row * d + e] = quant::bf16_kv_encode(p.k[in]);
     if (p.v) reinterpret_cast<uint16_t*>(p.cache.v_data)[row * d + e] = quant::bf16_kv_encode(p.v[in]);

@@ -23,6 +23,8 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
                " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
   if (p.n_tokens < 0 || p.cache.n_kv_heads <= 0 || p.cache.n_kv_heads > 65535)
     return bad("n_tokens/n_kv_heads out of range");
+  if (p.cache.page_size <= 0 || (p.cache.page_size & (p.cache.page_size - 1)) != 0)
+    return bad("page_size " + std::to_string(p.cache.page_size) + " is not a power of two");
   if (p.n_tokens > 0 && !p.slot_mapping) return bad("null slot_mapping");
   if ((p.k && !p.cache.k_data) || (p.v && !p.cache.v_data) ||
       (!f.bf16 && ((p.k && (!p.cache.k_scale || !p.cache.k_zero)) || (p.v && !p.cache.v_scale))))
