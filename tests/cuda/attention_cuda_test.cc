@@ -232,8 +232,8 @@ TEST(AttentionCuda, GqaRatios) {
   }
 }
 
-// The tensor-core path's load variants: TMA page boxes for page_size >= 16 (the scale rows
-// by TMA too for an even n_kv_heads, by cp.async for an odd one), cp.async for page_size 8.
+// The tensor-core path's load variants: TMA page boxes (K, V) and 1-D bulk copies (scale
+// rows) for page_size >= 16, cp.async for page_size 8; odd and even n_kv_heads.
 TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(46);

@@ -1,6 +1,6 @@
 // Helpers of the CUDA tests: skip without a GPU (with the reason), a device buffer
 // with upload/download, and the host-side paged cache builder shared by the encode
-// and attention tests (random page order, rows = slot * n_kv_heads + kv_head).
+// and attention tests (random page order, head-major pages: rows = kernels::paged_row).
 #pragma once
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -71,10 +71,14 @@ struct HostPagedCache {
   std::vector<int32_t> page_indptr, page_indices, seq_lens;
 
   int64_t n_rows() const { return (int64_t)n_pages * page_size * n_kv_heads; }
+  // Cache row of slot (page * page_size + offset), kv head h.
+  int64_t slot_row(int64_t slot, int h) const {
+    return kernels::paged_row(slot / page_size, n_kv_heads, h, page_size, (int)(slot % page_size));
+  }
   // Cache row of token t of sequence s, kv head h.
   int64_t row(int s, int t, int h) const {
     const int page = page_indices[page_indptr[s] + t / page_size];
-    return ((int64_t)page * page_size + t % page_size) * n_kv_heads + h;
+    return kernels::paged_row(page, n_kv_heads, h, page_size, t % page_size);
   }
 };
 

@@ -40,8 +40,8 @@ void fill_row(float* x, int d, int kind, std::mt19937& rng) {
 }
 
 // Encodes n_tokens random tokens on the GPU and with the reference; compares planes.
-void check_format(const PagedKvFormat& f, std::mt19937& rng) {
-  const int n_kv = 3, page_size = 16, n_tokens = 45, d = f.head_dim;
+void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16) {
+  const int n_kv = 3, n_tokens = 45, d = f.head_dim;
   HostPagedCache h = make_paged_cache(f, n_kv, page_size, {n_tokens + 20}, rng);
   const int64_t rows = h.n_rows();
   // Slots: a random subset of the cache's slots, one token skipped (-1).
@@ -55,12 +55,12 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng) {
     fill_row(&k[(size_t)r * d], d, r, rng);
     fill_row(&v[(size_t)r * d], d, r + 3, rng);
   }
-  // Reference over cache rows: input row (slot * n_kv + h) = token's row for h.
+  // Reference over cache rows: input row h.slot_row(slot, h) (head-major pages) = token's row for h.
   std::vector<float> k_rows((size_t)rows * d, 0.0f), v_rows(k_rows.size(), 0.0f);
   for (int t = 0; t < n_tokens; ++t) {
     for (int hh = 0; slots[t] >= 0 && hh < n_kv; ++hh) {
-      std::copy_n(&k[((size_t)t * n_kv + hh) * d], d, &k_rows[((size_t)slots[t] * n_kv + hh) * d]);
-      std::copy_n(&v[((size_t)t * n_kv + hh) * d], d, &v_rows[((size_t)slots[t] * n_kv + hh) * d]);
+      std::copy_n(&k[((size_t)t * n_kv + hh) * d], d, &k_rows[(size_t)h.slot_row(slots[t], hh) * d]);
+      std::copy_n(&v[((size_t)t * n_kv + hh) * d], d, &v_rows[(size_t)h.slot_row(slots[t], hh) * d]);
     }
   }
   HostPagedCache ref = h;
@@ -98,7 +98,7 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng) {
 
   std::vector<bool> mapped(rows, false);
   for (int t = 0; t < n_tokens; ++t) {
-    for (int hh = 0; slots[t] >= 0 && hh < n_kv; ++hh) mapped[(int64_t)slots[t] * n_kv + hh] = true;
+    for (int hh = 0; slots[t] >= 0 && hh < n_kv; ++hh) mapped[h.slot_row(slots[t], hh)] = true;
   }
   auto compare = [&](const auto& got, const auto& want, int per_row, const char* plane) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -142,6 +142,19 @@ TEST(KvcodecCuda, EncodeBitExactWithReferenceOnRandomData) {
   }
 }
 
+// Head-major pages of other sizes (the row of a slot depends on page_size).
+TEST(KvcodecCuda, EncodePageSizes) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(99);
+  for (int ps : {1, 8, 32, 64}) {
+    for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 64}}) {
+      SCOPED_TRACE(format_name(f) + "/ps" + std::to_string(ps));
+      check_format(f, rng, ps);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // The goldens (independent implementation of the spec) through the GPU encoder.
 TEST(KvcodecCuda, EncodeMatchesGoldens) {
   TKV_SKIP_WITHOUT_GPU();
@@ -180,7 +193,7 @@ TEST(KvcodecCuda, EncodeMatchesGoldens) {
         ASSERT_TRUE(kernels::kvcodec_encode_cuda(p).ok());
         const auto kd = dev.k_data.download(), vd = dev.v_data.download();
         const auto ks = dev.k_scale.download(), kz = dev.k_zero.download(), vs = dev.v_scale.download();
-        const int64_t row = slot;  // n_kv = 1
+        const int64_t row = h.slot_row(slot, 0);
         for (int i = 0; i < f.k_row_bytes(); ++i)
           ASSERT_EQ(kd[row * f.k_row_bytes() + i], kg["packed_u8"][i].get<int>()) << kname << " d" << d << " byte " << i;
         for (int i = 0; i < f.v_row_bytes(); ++i)

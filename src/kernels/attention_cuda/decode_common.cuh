@@ -121,6 +121,13 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, 
       "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
       : "memory");
 }
+// Plain (non-tensor) bulk copy of bytes (a multiple of 16; both addresses 16-byte aligned).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
 __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int c0, int c1, int c2, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
@@ -153,7 +160,7 @@ __device__ __forceinline__ void issue_tile(const TokenCtx& c, uint8_t* stage, in
   const int tpt = kThreads / tile;  // threads per token
   const int tok = threadIdx.x / tpt, sub = threadIdx.x % tpt, t = t0 + tok;
   if (t >= t_end) return;
-  const int64_t row = ((int64_t)pages[t >> ps_shift] * page_size + (t & (page_size - 1))) * n_kv + kvh;
+  const int64_t row = paged_row(pages[t >> ps_shift], n_kv, kvh, page_size, t & (page_size - 1));
   int off = 0;
 #pragma unroll
   for (int p = 0; p < kMaxPlanes; ++p) {  // unrolled: ctx stays in registers

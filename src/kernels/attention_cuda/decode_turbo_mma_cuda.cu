@@ -2,11 +2,14 @@
 // tiles of 4 query heads): Q·K by int8 mma.sync m16n8k32 on the stored key bytes and q as
 // 16-bit integers in hi/lo int8 columns (group scale/zero applied after: s = Σ_g s_g (Σ idx q
 // + z_g Σ q)), P·V by mma.sync m16n8k16 f16 with fp16 P and centroid·scale V (rotated
-// domain, one FWHT in the reduce kernel). K/V pages reach shared memory by TMA bulk tensor
-// copies on per-warp mbarriers (page_size >= 16; else cp.async). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
+// domain, one FWHT in the reduce kernel). A warp's 16 tokens of one kv head are contiguous
+// rows of a page in every plane (head-major pages, paged_kv.h): K/V reach shared memory by
+// TMA bulk tensor copies, the scale rows (16 x 8 bytes per plane) by plain bulk copies, all
+// on per-warp mbarriers (page_size >= 16; else cp.async). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
 // layout and design: docs/cuda-kernels.md. Formats: src/quant/turbo_k.h, turbo_v.h, bitpack.h.
 #include <cuda.h>  // CUtensorMap and its enums (the encode function comes from the runtime's driver entry point)
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -165,8 +168,8 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 }
 
 // Load modes of a stage's planes: 0 = every plane by cp.async, two threads per token (any
-// page size); 1 = K and V by TMA page boxes (page_size >= 16), the 8-byte scale rows by
-// cp.async. kSt = 3 pipeline stages (4 measured slower, docs/bench/cuda.md run 11).
+// page size); 1 = K and V by TMA page boxes, the three 128-byte scale runs of the warp's
+// 16 tokens by 1-D bulk copies (page_size >= 16). kSt = 3 pipeline stages (4 measured slower, docs/bench/cuda.md run 11).
 // Stage s of a block's dynamic shared memory: K [kTok][128] (16-byte units XOR-swizzled
 // by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
 // region or by the copy address), V [kTok][kVr], then k scale, k zero, v scale [kTok][kSr];
@@ -197,15 +200,17 @@ struct TmaMaps {
 };
 
 // Copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into stage s. Each warp
-// copies (and later reads) only its own 16 tokens: thread i copies token i / 2, lane 0
-// of warp w issues the TMA boxes of tokens [16w, 16w + 16) (one page: page_size >= 16)
-// on the warp's barrier of the stage, expecting exactly the bytes of the boxes it issues.
-// page: the page of this thread's token (lane 0: of the warp's first token).
+// copies (and later reads) only its own 16 tokens: mode 0: thread i copies token i / 2;
+// mode 1: lane 0 of warp w issues the copies of tokens [16w, 16w + 16) (16 consecutive
+// rows of one page in every plane: page_size >= 16) on the warp's barrier of the stage,
+// expecting exactly the bytes it issues. Rows of a clipped page past t_end are copied
+// too (inside the page; the consumers mask them). page: the page of this thread's token
+// (lane 0: of the warp's first token).
 template <int VB, int kMode>
 __device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, const TmaMaps& tm, uint8_t* smem, uint64_t* bars,
                                                int s, int t0, int t_end, int32_t page, int kvh) {
   using L = MmaLayout<VB, kMode>;
-  const int tok = threadIdx.x >> 1, sub = threadIdx.x & 1, t = t0 + tok;
+  const int tok = threadIdx.x >> 1, t = t0 + tok;
   uint8_t* kst = smem + L::k_off(s);
   uint8_t* vst = smem + L::v_off(s);
   uint8_t* sst = smem + L::s_off(s);
@@ -213,31 +218,36 @@ __device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, const TmaMaps&
     if ((threadIdx.x & 31) == 0) {
       uint64_t* bar = bars + s * kWarps + threadIdx.x / 32;
       if (t < t_end) {
-        const int slot = page * kv.page_size + (t & (kv.page_size - 1));
-        mbar_arrive_expect_tx(bar, 16 * (kD + L::kVr));
-        tma_load_3d(kst + tok * kD, &tm.k, 0, kvh, slot, bar);
-        tma_load_3d(vst + tok * L::kVr, &tm.v, 0, kvh, slot, bar);
+        const int off = t & (kv.page_size - 1);  // a multiple of 16
+        const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
+        const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, off);
+        mbar_arrive_expect_tx(bar, 16 * (kD + L::kVr + 3 * L::kSr));
+        tma_load_3d(kst + tok * kD, &tm.k, 0, off, pk, bar);
+        tma_load_3d(vst + tok * L::kVr, &tm.v, 0, off, pk, bar);
+        bulk_load(sst + tok * L::kSr, kv.k_scale + row * 4, 16 * L::kSr, bar);
+        bulk_load(sst + L::kS + tok * L::kSr, kv.k_zero + row * 4, 16 * L::kSr, bar);
+        bulk_load(sst + 2 * L::kS + tok * L::kSr, kv.v_scale + row * 4, 16 * L::kSr, bar);
       } else {
         mbar_arrive(bar);  // no tokens: the phase completes on the arrival alone
       }
     }
-  }
-  if (t >= t_end) return;
-  const int64_t row = ((int64_t)page * kv.page_size + (t & (kv.page_size - 1))) * kv.n_kv_heads + kvh;
-  if constexpr (kMode == 0) {
+  } else {
+    if (t >= t_end) return;
+    const int sub = threadIdx.x & 1;
+    const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, t & (kv.page_size - 1));
     const uint8_t* ks = kv.k_data + row * kD;
 #pragma unroll
     for (int u = sub; u < kD / 16; u += 2) cp_async(kst + tok * kD + ((u ^ (tok & 7)) << 4), ks + 16 * u, 16);
     const uint8_t* vsrc = kv.v_data + row * L::kVr;
 #pragma unroll
     for (int u = sub; u < L::kVr / 16; u += 2) cp_async(vst + tok * L::kVr + 16 * u, vsrc + 16 * u, 16);
-  }
-  uint8_t* sdst = sst + tok * 8;
-  if (sub == 0) {
-    cp_async(sdst, kv.k_scale + row * 4, 8);
-    cp_async(sdst + L::kS, kv.k_zero + row * 4, 8);
-  } else {
-    cp_async(sdst + 2 * L::kS, kv.v_scale + row * 4, 8);
+    uint8_t* sdst = sst + tok * L::kSr;
+    if (sub == 0) {
+      cp_async(sdst, kv.k_scale + row * 4, 8);
+      cp_async(sdst + L::kS, kv.k_zero + row * 4, 8);
+    } else {
+      cp_async(sdst + 2 * L::kS, kv.v_scale + row * 4, 8);
+    }
   }
 }
 
@@ -457,16 +467,17 @@ EncodeTiledFn encode_tiled_fn() {
   return fn;
 }
 
-// Slot coordinates are int32; the slot extent is not in PagedKv, and every box the kernel
-// issues lies inside a mapped page, so the map spans all int32 slots.
-constexpr cuuint64_t kMapSlots = 0x7fffffffu;
-
-// A plane of rows [slot][kv head][row_bytes] as uint8 {row_bytes, n_kv, slots}, box one
-// 16-token page box of one kv head.
-bool encode_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_bytes, int n_kv, CUtensorMapSwizzle sw) {
-  const cuuint64_t dims[3] = {(cuuint64_t)row_bytes, (cuuint64_t)n_kv, kMapSlots};
-  const cuuint64_t strides[2] = {(cuuint64_t)row_bytes, (cuuint64_t)n_kv * row_bytes};
-  const cuuint32_t box[3] = {(cuuint32_t)row_bytes, 1, 16}, es[3] = {1, 1, 1};
+// A plane of head-major pages [page][kv head][offset][row_bytes] as uint8 {row_bytes,
+// page_size, page * n_kv + kv head}, box 16 consecutive rows of one (page, kv head).
+// The (page, kv head) extent is not in PagedKv, and every box the kernel issues lies
+// inside a mapped page, so the map spans int32 coordinates (capped at 2^41 bytes).
+bool encode_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_bytes, int page_size,
+                 CUtensorMapSwizzle sw) {
+  const cuuint64_t block = (cuuint64_t)row_bytes * page_size;  // bytes of one (page, kv head)
+  const cuuint64_t n_blocks = std::min<cuuint64_t>(0x7fffffffu, (cuuint64_t(1) << 41) / block);
+  const cuuint64_t dims[3] = {(cuuint64_t)row_bytes, (cuuint64_t)page_size, n_blocks};
+  const cuuint64_t strides[2] = {(cuuint64_t)row_bytes, block};
+  const cuuint32_t box[3] = {(cuuint32_t)row_bytes, 16, 1}, es[3] = {1, 1, 1};
   return fn(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box, es,
             CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -507,13 +518,14 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   const int gqa = a.p.n_heads / kv.n_kv_heads;
   const dim3 grid(a.plan.n_parts, kv.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
   const int vb = kv.format.v_bits, vr = kD * vb / 8;
-  // TMA K/V boxes where the cache allows them (page_size >= 16, 16-byte aligned planes,
+  // TMA/bulk copies where the cache allows them (page_size >= 16, 16-byte aligned planes,
   // the encode entry point found); else the cp.async kernel.
   CUtensorMap tm[2] = {};
   const EncodeTiledFn fn = force_cp_async() ? nullptr : encode_tiled_fn();
   const bool tma = fn && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
-                   encode_rows(fn, &tm[0], kv.k_data, kD, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_128B) &&
-                   encode_rows(fn, &tm[1], kv.v_data, vr, kv.n_kv_heads, CU_TENSOR_MAP_SWIZZLE_NONE);
+                   aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
+                   encode_rows(fn, &tm[0], kv.k_data, kD, kv.page_size, CU_TENSOR_MAP_SWIZZLE_128B) &&
+                   encode_rows(fn, &tm[1], kv.v_data, vr, kv.page_size, CU_TENSOR_MAP_SWIZZLE_NONE);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
     static int printed = 0;

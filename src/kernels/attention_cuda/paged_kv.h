@@ -1,8 +1,10 @@
 // PagedKv: POD view of a paged KV cache in device memory, shared by the CUDA
 // encode (kvcodec_cuda) and decode-attention kernels. Page table is CSR per
-// sequence as in FlashInfer; every plane is [n_pages, page_size, n_kv_heads, bytes],
-// i.e. dense rows indexed by (slot * n_kv_heads + kv_head), slot = page * page_size
-// + offset. No CUDA or base headers here: .cu files include it (see docs/cuda-kernels.md).
+// sequence as in FlashInfer; every plane is head-major inside a page ("HND"):
+// [n_pages, n_kv_heads, page_size, bytes], i.e. dense rows indexed by
+// (page * n_kv_heads + kv_head) * page_size + offset (paged_row), so the tokens of
+// one kv head in one page are contiguous in every plane (as the CPU PagedKvCache).
+// No CUDA or base headers here: .cu files include it (see docs/cuda-kernels.md).
 #pragma once
 #include <cstdint>
 
@@ -25,15 +27,20 @@ struct PagedKvFormat {
   TKV_HD int row_bytes() const { return k_row_bytes() + v_row_bytes() + (bf16 ? 0 : 6 * n_groups()); }
 };
 
+// Row of (page, kv head, offset in the page) in every plane.
+TKV_HD int64_t paged_row(int64_t page, int n_kv_heads, int kv_head, int page_size, int offset) {
+  return (page * n_kv_heads + kv_head) * page_size + offset;
+}
+
 struct PagedKv {
   PagedKvFormat format;
   int n_kv_heads = 0;
   int page_size = 16;          // tokens per page, a power of two
-  uint8_t* k_data = nullptr;   // [n_pages, page_size, n_kv_heads, k_row_bytes]
-  uint8_t* v_data = nullptr;   // [n_pages, page_size, n_kv_heads, v_row_bytes]
-  uint16_t* k_scale = nullptr; // [n_pages, page_size, n_kv_heads, head_dim/32] fp16 (turbo)
-  uint16_t* k_zero = nullptr;  // [n_pages, page_size, n_kv_heads, head_dim/32] fp16 (turbo)
-  uint16_t* v_scale = nullptr; // [n_pages, page_size, n_kv_heads, head_dim/32] fp16 (turbo)
+  uint8_t* k_data = nullptr;   // [n_pages, n_kv_heads, page_size, k_row_bytes]
+  uint8_t* v_data = nullptr;   // [n_pages, n_kv_heads, page_size, v_row_bytes]
+  uint16_t* k_scale = nullptr; // [n_pages, n_kv_heads, page_size, head_dim/32] fp16 (turbo)
+  uint16_t* k_zero = nullptr;  // [n_pages, n_kv_heads, page_size, head_dim/32] fp16 (turbo)
+  uint16_t* v_scale = nullptr; // [n_pages, n_kv_heads, page_size, head_dim/32] fp16 (turbo)
   const int32_t* page_indptr = nullptr;   // [n_seqs + 1] into page_indices
   const int32_t* page_indices = nullptr;  // [page_indptr[n_seqs]] page of each seq's j-th page_size tokens
   const int32_t* seq_lens = nullptr;      // [n_seqs] tokens in the cache per sequence

@@ -1,6 +1,7 @@
 // Host side of the CUDA KV encode: validation ("[kvcodec_cuda] ...") and the
 // device tables, then the launch in kvcodec_cuda.cu. Compiled only with TKV_CUDA.
 #if defined(TKV_WITH_CUDA)
+#include <cstdint>
 #include <string>
 
 #include "base/status.h"
@@ -21,8 +22,10 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
   if (!f.bf16 && (!kb_ok || !vb_ok))
     return bad("turbo widths k" + std::to_string(f.k_bits) + "v" + std::to_string(f.v_bits) +
                " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
-  if (p.n_tokens < 0 || p.cache.n_kv_heads <= 0 || p.cache.n_kv_heads > 65535)
+  if (p.n_tokens < 0 || p.cache.n_kv_heads <= 0 || (int64_t)p.n_tokens * p.cache.n_kv_heads > INT32_MAX)
     return bad("n_tokens/n_kv_heads out of range");
+  if (p.cache.page_size <= 0 || (p.cache.page_size & (p.cache.page_size - 1)) != 0)
+    return bad("page_size " + std::to_string(p.cache.page_size) + " is not a power of two");
   if (p.n_tokens > 0 && !p.slot_mapping) return bad("null slot_mapping");
   if ((p.k && !p.cache.k_data) || (p.v && !p.cache.v_data) ||
       (!f.bf16 && ((p.k && (!p.cache.k_scale || !p.cache.k_zero)) || (p.v && !p.cache.v_scale))))
