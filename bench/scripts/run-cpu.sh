@@ -10,7 +10,7 @@ BIN="$ROOT/build/cpu-release/tools/turbokv"
 LB="${TKV_PEER_DIR:-$HOME/.cache/turbokv/llama.cpp}/build/bin"
 MD="${TKV_MODEL_DIR:-$HOME/.cache/turbokv/models}"
 OUT="$(mktemp -d)"
-MODELS=("smollm2:SmolLM2-135M-Instruct.Q4_1.gguf" "qwen2.5-1.5b:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+MODELS=("smollm2:SmolLM2-135M-Instruct.Q4_1.gguf" "qwen2.5-1.5b:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" "gemma3:gemma-3-270m-q4_k_m.gguf")
 for r in $(seq 1 "$ROUNDS"); do
   for m in "${MODELS[@]}"; do
     name="${m%%:*}"; gguf="$MD/${m#*:}"
