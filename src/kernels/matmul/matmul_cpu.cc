@@ -3,6 +3,7 @@
 // rows over the thread pool (dynamic chunks) and runs the per-ISA row kernels (AVX-512 VNNI
 // when the CPU has it, else AVX2). Results do not depend on the thread count.
 #include <algorithm>
+#include <vector>
 
 #include "base/check.h"
 #include "kernels/matmul/matmul.h"
@@ -41,33 +42,16 @@ void check_weight(const WeightView& w, int64_t n_tokens) {
   TKV_CHECK_MSG(tr != nullptr && tr->supported, "[matmul] unsupported weight type");
   TKV_CHECK_MSG(w.n_in % tr->block_elems == 0, "[matmul] n_in is not a multiple of the block size");
 }
-}  // namespace
 
-void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool, CpuIsa isa) {
-  check_weight(w, n_tokens);
-  if (n_tokens == 0 || w.n_out == 0) return;
-  if (isa == CpuIsa::kAuto) isa = cpu_has_avx512_vnni() ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx2;
-  TKV_CHECK_MSG(isa != CpuIsa::kAvx512Vnni || cpu_has_avx512_vnni(), "[matmul] AVX-512 VNNI not available");
-  const RowsFn fn = isa == CpuIsa::kAvx512Vnni ? avx512::rows_fn(w.type) : avx2::rows_fn(w.type);
-
-  // One activation buffer per calling thread, reused across calls (decode calls it hundreds of times per token).
-  thread_local ActBuffer act_buf;
-  ActKind kind;
-  const ActQ8* a = nullptr;
-  if (act_kind_for(w.type, &kind)) a = &quantize_act(kind, x, n_tokens, w.n_in, act_buf, &pool);
-
-  if (pool.n_threads() <= 1 || w.n_out < 2) {
-    fn(w, a, x, n_tokens, 0, w.n_out, y);
-    return;
-  }
-  pool.parallel_for_dynamic(w.n_out, row_grain(w.n_out, pool.n_threads()), [&](int, int64_t r0, int64_t r1) { fn(w, a, x, n_tokens, r0, r1, y); });
-}
-
-void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens,
-                      ThreadPool& pool) {
+// The one driver: x quantized once per activation kind (one buffer per calling
+// thread, reused: decode calls this hundreds of times per token), then the row
+// chunks of every weight through one dynamic loop.
+void matmul_rows(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens, ThreadPool& pool,
+                 CpuIsa isa) {
   constexpr int kMax = 4;
   TKV_CHECK(n_w >= 1 && n_w <= kMax);
-  const CpuIsa isa = cpu_has_avx512_vnni() ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx2;
+  if (isa == CpuIsa::kAuto) isa = cpu_has_avx512_vnni() ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx2;
+  TKV_CHECK_MSG(isa != CpuIsa::kAvx512Vnni || cpu_has_avx512_vnni(), "[matmul] AVX-512 VNNI not available");
   thread_local ActBuffer bufs[kMax];
   RowsFn fns[kMax];
   const ActQ8* acts[kMax] = {};
@@ -79,7 +63,7 @@ void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* cons
     TKV_CHECK(ws[i].n_in == ws[0].n_in);
     fns[i] = isa == CpuIsa::kAvx512Vnni ? avx512::rows_fn(ws[i].type) : avx2::rows_fn(ws[i].type);
     ActKind kind;
-    if (n_tokens == 0 || !act_kind_for(ws[i].type, &kind)) continue;  // float weights read x
+    if (n_tokens == 0 || ws[i].n_out == 0 || !act_kind_for(ws[i].type, &kind)) continue;  // float weights read x
     int k = 0;
     while (k < n_kinds && kinds[k] != kind) ++k;
     if (k == n_kinds) {
@@ -108,6 +92,16 @@ void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* cons
   };
   if (pool.n_threads() <= 1) return run(0, 0, static_cast<int64_t>(chunks.size()));
   pool.parallel_for_dynamic(static_cast<int64_t>(chunks.size()), 1, run);
+}
+}  // namespace
+
+void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool, CpuIsa isa) {
+  matmul_rows(&w, 1, x, &y, n_tokens, pool, isa);
+}
+
+void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens,
+                      ThreadPool& pool) {
+  matmul_rows(ws, n_w, x, ys, n_tokens, pool, CpuIsa::kAuto);
 }
 
 void matmul_cpu(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
