@@ -16,4 +16,9 @@ cudaError_t fill_random_f16(uint16_t* p, int64_t n, uint32_t seed, bool zero_lik
 // Random fp32 values ~ U(-2, 2).
 cudaError_t fill_random_f32(float* p, int64_t n, uint32_t seed);
 
+// Reads n bytes (n a multiple of 16) and writes one word (never taken: keeps the loads
+// live): evicts L2 with clean lines, unlike a memset, whose dirty lines would be
+// written back during the next timed kernel.
+cudaError_t flush_l2_by_reads(const void* p, int64_t n, uint32_t* sink);
+
 }  // namespace tkv::bench

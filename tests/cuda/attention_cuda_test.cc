@@ -93,11 +93,20 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
   p.general_kernel = general;
   if (tensor_cores) *tensor_cores = kernels::decode_uses_tensor_cores(p);
   DeviceBuffer<uint8_t> ws(kernels::decode_workspace_bytes(p));
+  ws.fill_bytes(0xab);  // garbage partials and merge counters: the call must not depend on them
   p.workspace = ws.get();
   p.workspace_bytes = (int64_t)ws.size();
-  const Status st = kernels::decode_attention_cuda(p);
+  Status st = kernels::decode_attention_cuda(p);
   EXPECT_TRUE(st.ok()) << st.to_string();
   TKV_CUDA_CHECK(cudaDeviceSynchronize());
+  // Again on the used workspace (the counters a first call left behind), into a fresh output.
+  const std::vector<uint16_t> first = dout.download();
+  dout.fill_bytes(0xff);
+  st = kernels::decode_attention_cuda(p);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  TKV_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(std::memcmp(first.data(), dout.download().data(), first.size() * 2), 0)
+      << "second call on the same workspace differs";
   return dout.download();
 }
 
@@ -179,8 +188,8 @@ const std::vector<int32_t> kRagged = {1, 511, 512, 513, 4097};
 
 // Every case on the kernel decode_attention_cuda picks; where that is the tensor-core
 // path, also on the general FP32 kernel (general = true), which stays the fallback.
-void run_case(const Case& c, std::mt19937& rng, int minb = 0) {
-  const Problem pr = make_problem(c, kRagged, rng);
+void run_case(const Case& c, std::mt19937& rng, int minb = 0, const std::vector<int32_t>& lens = kRagged) {
+  const Problem pr = make_problem(c, lens, rng);
   for (bool general : {false, true}) {
     bool tc = false;
     const std::vector<uint16_t> a = run_gpu(pr, 0, minb, general, &tc);
@@ -243,6 +252,28 @@ TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
     run_case(c, rng);
     if (HasFatalFailure()) return;
   }
+}
+
+// Empty sequences (zeros out, no partition counted) beside short and long ones, in the
+// tensor-core kernel's merge and the reduce kernel's.
+TEST(AttentionCuda, EmptySequences) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(47);
+  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 3, true, 128}}) {
+    run_case({f, 2, 4}, rng, 0, {0, 700, 1, 0, 4100});
+    if (HasFatalFailure()) return;
+  }
+}
+
+// More partitions than the tensor-core merge keeps weights for in shared memory (2400 per
+// head for v3): 2501 partitions of 64 tokens, the weights past 2400 recomputed.
+TEST(AttentionCuda, MmaManyPartitions) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(48);
+  const Problem pr = make_problem({PagedKvFormat{false, 8, 3, true, 128}, 1, 4}, {2500 * 64 + 5}, rng);
+  bool tc = false;
+  check_against_reference(pr, run_gpu(pr, 64, 0, false, &tc), "k8v3/2501 parts", true);
+  EXPECT_TRUE(tc);
 }
 
 // The register-capped (3 blocks/SM) instantiations of the benchmarked schemes.

@@ -93,7 +93,8 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
 
 int64_t decode_workspace_bytes(const DecodeCudaParams& p) {
   const DecodePlan plan = decode_plan(p);
-  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float);
+  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float) +
+         (int64_t)p.n_seqs * p.n_heads * (int64_t)sizeof(int);  // + the merge counters
 }
 
 int64_t decode_bytes_read(const DecodeCudaParams& p, const int32_t* host_seq_lens) {
@@ -121,9 +122,14 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
     l.inv_sqrt = quant::turbo_inv_sqrt(p.kv.format.head_dim);
     if (!l.centroids || !l.signs) return Status(StatusCode::kInternal, "[attention_cuda] table upload failed");
   }
-  const cudaError_t e = !turbo                        ? cuda_detail::launch_decode_bf16(l, stream)
-                        : decode_uses_tensor_cores(p) ? cuda_detail::launch_decode_turbo_mma(l, stream)
-                                                      : cuda_detail::launch_decode_turbo(l, stream);
+  l.counters = reinterpret_cast<int*>(l.ws_ml + 2 * (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts);
+  if (decode_uses_tensor_cores(p)) {  // partials and their merge in one kernel (the last block of a row merges)
+    TKV_RETURN_IF_ERROR(device::cuda_status(
+        cudaMemsetAsync(l.counters, 0, (size_t)p.n_seqs * p.n_heads * sizeof(int), stream),
+        "[attention_cuda] counter reset"));
+    return device::cuda_status(cuda_detail::launch_decode_turbo_mma(l, stream), "[attention_cuda] decode launch");
+  }
+  const cudaError_t e = !turbo ? cuda_detail::launch_decode_bf16(l, stream) : cuda_detail::launch_decode_turbo(l, stream);
   TKV_RETURN_IF_ERROR(device::cuda_status(e,
                                           "[attention_cuda] decode partial launch"));
   return device::cuda_status(cuda_detail::launch_decode_reduce(l, turbo, stream), "[attention_cuda] reduce launch");

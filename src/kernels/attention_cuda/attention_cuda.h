@@ -47,14 +47,16 @@ inline bool decode_uses_tensor_cores(const DecodeCudaParams& p) {
   return !f.bf16 && f.k_bits == 8 && (f.v_bits == 3 || f.v_bits == 4) && f.head_dim == 128 && p.kv.n_kv_heads > 0 &&
          (p.n_heads / p.kv.n_kv_heads) % 4 == 0 && p.min_blocks_per_sm == 0 && !p.general_kernel;
 }
-// Workspace for the fp32 partials: n_seqs * n_heads * n_parts * (head_dim + 2) floats.
+// Workspace for the fp32 partials, n_seqs * n_heads * n_parts * (head_dim + 2) floats, and
+// n_seqs * n_heads int merge counters (reset by each call).
 int64_t decode_workspace_bytes(const DecodeCudaParams& p);
 // Bytes the decode reads from the cache for these seq_lens (host copy): K/V data,
 // scales and page-table entries, plus q; the figure GB/s is computed on.
 int64_t decode_bytes_read(const DecodeCudaParams& p, const int32_t* host_seq_lens);
 
 // Validates p ("[attention_cuda] ..."), then launches the partial and reduce kernels
-// on stream. Asynchronous: the error of a launch is returned, not of the execution.
+// on stream (the tensor-core path: a counter reset and one kernel whose last partition
+// block of each (sequence, head tile) merges). Asynchronous: the error of a launch is returned, not of the execution.
 Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace tkv::kernels

@@ -20,6 +20,8 @@ struct DecodeLaunch {
   const float* centroids = nullptr;   // [2^v_bits] device (turbo)
   const float* signs = nullptr;       // [head_dim] device (turbo)
   float inv_sqrt = 0.0f;              // 1/sqrt(head_dim) (turbo)
+  int* counters = nullptr;            // [n_seqs, n_heads] zeroed per call: partitions done per block row
+                                      // (tensor-core path: its last block merges, no reduce kernel)
 };
 
 cudaError_t launch_decode_turbo(const DecodeLaunch& l, cudaStream_t stream);

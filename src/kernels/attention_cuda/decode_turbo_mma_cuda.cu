@@ -2,10 +2,12 @@
 // tiles of 4 query heads): Q·K by int8 mma.sync m16n8k32 on the stored key bytes and q as
 // 16-bit integers in hi/lo int8 columns (group scale/zero applied after: s = Σ_g s_g (Σ idx q
 // + z_g Σ q)), P·V by mma.sync m16n8k16 f16 with fp16 P and centroid·scale V (rotated
-// domain, one FWHT in the reduce kernel). A warp's 16 tokens of one kv head are contiguous
-// rows of a page in every plane (head-major pages, paged_kv.h): K/V reach shared memory by
-// TMA bulk tensor copies, the scale rows (16 x 8 bytes per plane) by plain bulk copies, all
-// on per-warp mbarriers (page_size >= 16; else cp.async). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
+// domain, one FWHT in the merge). A warp's 16 tokens of one kv head are contiguous rows of a
+// page in every plane (head-major pages, paged_kv.h): a producer warp brings K/V to shared
+// memory by TMA bulk tensor copies and the scale rows (16 x 8 bytes per plane) by plain bulk
+// copies on per-stage mbarriers (page_size >= 16; else cp.async); the last partition block
+// of each (sequence, head tile) merges the partials (no reduce kernel). Error model and
+// tolerance: tests/cuda/attention_cuda_test.cc;
 // layout and design: docs/cuda-kernels.md. Formats: src/quant/turbo_k.h, turbo_v.h, bitpack.h.
 #include <cuda.h>  // CUtensorMap and its enums (the encode function comes from the runtime's driver entry point)
 
@@ -13,8 +15,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <unordered_map>
 
 #include "kernels/attention_cuda/decode_common.cuh"
+#include "quant/kv_math.h"
 
 namespace tkv::kernels::cuda_detail {
 namespace {
@@ -130,7 +135,7 @@ __device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], u
   }
 }
 
-// Scores of the warp's 16 tokens at tw (K rows swizzled by issue_mma_tile), lane layout
+// Scores of the warp's 16 tokens at tw (K rows swizzled as the stage layout below), lane layout
 // above: s[0..1] = token r, heads hA, hB; s[2..3] = token r+8. Unscaled by smul, unmasked.
 // ksc, kzr: k scale / zero rows of the stage, SR bytes apart.
 template <bool kSigned, int SR>
@@ -155,8 +160,8 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
     ldmatrix_x4(af, lrow + (((2 * g + lu) ^ (lt & 7)) << 4));
     int d[4];
     imma16832<kSigned>(d, af, qf.b[g][0], qf.b[g][1]);
-    const float sc0 = (g & 1 ? ks0[g >> 1].y : ks0[g >> 1].x) * qf.kw;
-    const float sc1 = (g & 1 ? ks1[g >> 1].y : ks1[g >> 1].x) * qf.kw;
+    const float sc0 = g & 1 ? ks0[g >> 1].y : ks0[g >> 1].x;  // kw (a power of two) applied after: exact
+    const float sc1 = g & 1 ? ks1[g >> 1].y : ks1[g >> 1].x;
     const float z0 = g & 1 ? kz0[g >> 1].y : kz0[g >> 1].x, z1 = g & 1 ? kz1[g >> 1].y : kz1[g >> 1].x;
     s[0] = fmaf(sc0, fmaf(z0, qf.sqz[g][0], (float)d[0]), s[0]);
     s[1] = fmaf(sc0, fmaf(z0, qf.sqz[g][1], (float)d[1]), s[1]);
@@ -164,29 +169,38 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
     s[3] = fmaf(sc1, fmaf(z1, qf.sqz[g][1], (float)d[3]), s[3]);
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) s[i] += __shfl_xor_sync(kFull, s[i], 2);  // hi + lo columns
+  for (int i = 0; i < 4; ++i) {
+    s[i] *= qf.kw;
+    s[i] += __shfl_xor_sync(kFull, s[i], 2);  // hi + lo columns
+  }
 }
 
 // Load modes of a stage's planes: 0 = every plane by cp.async, two threads per token (any
-// page size); 1 = K and V by TMA page boxes, the three 128-byte scale runs of the warp's
-// 16 tokens by 1-D bulk copies (page_size >= 16). kSt = 3 pipeline stages (4 measured slower, docs/bench/cuda.md run 11).
+// page size), one __syncthreads per tile; 1 = a fifth, producer warp issues K and V as TMA
+// page boxes and the three 128-byte scale runs of each warp's 16 tokens as 1-D bulk copies
+// (page_size >= 16) on per-stage "full" mbarriers; the 4 consumer warps free a stage on its
+// "empty" mbarrier (no block-wide sync in the loop, no issue code in the consumers; run 14).
+// kSt = 3 pipeline stages (4 measured no faster: docs/bench/cuda.md runs 11, 14).
 // Stage s of a block's dynamic shared memory: K [kTok][128] (16-byte units XOR-swizzled
 // by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
 // region or by the copy address), V [kTok][kVr], then k scale, k zero, v scale [kTok][kSr];
-// then one mbarrier per (stage, warp) and the V pair table.
+// then the mbarriers (mode 1: full[stage], empty[stage]).
 constexpr int kSt = 3;
+template <int kMode>
+__host__ __device__ constexpr int block_threads() { return kMode == 1 ? kThreads + 32 : kThreads; }
 template <int VB, int kMode>
 struct MmaLayout {
   static constexpr int kVr = kD * VB / 8, kSr = 8;
   static constexpr int kK = kTok * kD, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
+  __host__ __device__ static constexpr int slot_bytes() { return 16 * (kD + kVr + 3 * kSr); }  // 16 tokens, all planes
   __host__ __device__ static constexpr int k_off(int s) { return s * kK; }
   __host__ __device__ static constexpr int v_off(int s) { return kSt * kK + s * kV; }
   __host__ __device__ static constexpr int s_off(int s) { return kSt * (kK + kV) + s * 3 * kS; }
   static constexpr int kBar = kSt * (kK + kV + 3 * kS);
-  static constexpr int kTab = kBar + 8 * kSt * kWarps;
-  static constexpr int kBytes = kTab + 4 * (1 << (2 * VB));
+  static constexpr int kTabBytes = 4 * (1 << (2 * VB));  // the pair table (static shared memory)
+  static constexpr int kBytes = kBar + 16 * kSt;
   // Per-block share of the SM's 228 KB at kMinBlocks blocks (1 KB of it reserved per block).
-  static constexpr int kBudget = 233472 / kMinBlocks - 1024;
+  static constexpr int kBudget = 233472 / kMinBlocks - 1024 - kTabBytes;
   // Room to align the K stages to 1024 bytes where it fits (TMA modes); else the base must be.
   static constexpr int kSlack = kMode == 0 ? 0 : kBytes + 1024 <= kBudget ? 1024 : 0;
   static constexpr int kDyn = kBytes + kSlack;
@@ -199,55 +213,46 @@ struct TmaMaps {
   const CUtensorMap& v;
 };
 
-// Copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into stage s. Each warp
-// copies (and later reads) only its own 16 tokens: mode 0: thread i copies token i / 2;
-// mode 1: lane 0 of warp w issues the copies of tokens [16w, 16w + 16) (16 consecutive
-// rows of one page in every plane: page_size >= 16) on the warp's barrier of the stage,
-// expecting exactly the bytes it issues. Rows of a clipped page past t_end are copied
-// too (inside the page; the consumers mask them). page: the page of this thread's token
-// (lane 0: of the warp's first token).
-template <int VB, int kMode>
-__device__ __forceinline__ void issue_mma_tile(const PagedKv& kv, const TmaMaps& tm, uint8_t* smem, uint64_t* bars,
-                                               int s, int t0, int t_end, int32_t page, int kvh) {
-  using L = MmaLayout<VB, kMode>;
+// TMA copies of one warp slot (16 consecutive tokens from t, one page) into stage planes
+// kst/vst/sst at token row tok, completing on bar (which expects L::slot_bytes() per slot).
+template <class L>
+__device__ __forceinline__ void issue_slot_copies(const PagedKv& kv, const TmaMaps& tm, uint8_t* kst, uint8_t* vst,
+                                                  uint8_t* sst, int tok, int t, int32_t page, int kvh, uint64_t* bar) {
+  const int off = t & (kv.page_size - 1);     // a multiple of 16
+  const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
+  const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, off);
+  tma_load_3d(kst + tok * kD, &tm.k, 0, off, pk, bar);
+  tma_load_3d(vst + tok * L::kVr, &tm.v, 0, off, pk, bar);
+  bulk_load(sst + tok * L::kSr, kv.k_scale + row * 4, 16 * L::kSr, bar);
+  bulk_load(sst + L::kS + tok * L::kSr, kv.k_zero + row * 4, 16 * L::kSr, bar);
+  bulk_load(sst + 2 * L::kS + tok * L::kSr, kv.v_scale + row * 4, 16 * L::kSr, bar);
+}
+
+// Mode 0: copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into stage s,
+// thread i copying token i / 2 (each warp copies, and later reads, only its own 16
+// tokens). page: the page of this thread's token.
+template <class L>
+__device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* smem, int s, int t0, int t_end,
+                                                    int32_t page, int kvh) {
   const int tok = threadIdx.x >> 1, t = t0 + tok;
   uint8_t* kst = smem + L::k_off(s);
   uint8_t* vst = smem + L::v_off(s);
   uint8_t* sst = smem + L::s_off(s);
-  if constexpr (kMode != 0) {
-    if ((threadIdx.x & 31) == 0) {
-      uint64_t* bar = bars + s * kWarps + threadIdx.x / 32;
-      if (t < t_end) {
-        const int off = t & (kv.page_size - 1);  // a multiple of 16
-        const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
-        const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, off);
-        mbar_arrive_expect_tx(bar, 16 * (kD + L::kVr + 3 * L::kSr));
-        tma_load_3d(kst + tok * kD, &tm.k, 0, off, pk, bar);
-        tma_load_3d(vst + tok * L::kVr, &tm.v, 0, off, pk, bar);
-        bulk_load(sst + tok * L::kSr, kv.k_scale + row * 4, 16 * L::kSr, bar);
-        bulk_load(sst + L::kS + tok * L::kSr, kv.k_zero + row * 4, 16 * L::kSr, bar);
-        bulk_load(sst + 2 * L::kS + tok * L::kSr, kv.v_scale + row * 4, 16 * L::kSr, bar);
-      } else {
-        mbar_arrive(bar);  // no tokens: the phase completes on the arrival alone
-      }
-    }
+  if (t >= t_end) return;
+  const int sub = threadIdx.x & 1;
+  const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, t & (kv.page_size - 1));
+  const uint8_t* ks = kv.k_data + row * kD;
+#pragma unroll
+  for (int u = sub; u < kD / 16; u += 2) cp_async(kst + tok * kD + ((u ^ (tok & 7)) << 4), ks + 16 * u, 16);
+  const uint8_t* vsrc = kv.v_data + row * L::kVr;
+#pragma unroll
+  for (int u = sub; u < L::kVr / 16; u += 2) cp_async(vst + tok * L::kVr + 16 * u, vsrc + 16 * u, 16);
+  uint8_t* sdst = sst + tok * L::kSr;
+  if (sub == 0) {
+    cp_async(sdst, kv.k_scale + row * 4, 8);
+    cp_async(sdst + L::kS, kv.k_zero + row * 4, 8);
   } else {
-    if (t >= t_end) return;
-    const int sub = threadIdx.x & 1;
-    const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, t & (kv.page_size - 1));
-    const uint8_t* ks = kv.k_data + row * kD;
-#pragma unroll
-    for (int u = sub; u < kD / 16; u += 2) cp_async(kst + tok * kD + ((u ^ (tok & 7)) << 4), ks + 16 * u, 16);
-    const uint8_t* vsrc = kv.v_data + row * L::kVr;
-#pragma unroll
-    for (int u = sub; u < L::kVr / 16; u += 2) cp_async(vst + tok * L::kVr + 16 * u, vsrc + 16 * u, 16);
-    uint8_t* sdst = sst + tok * L::kSr;
-    if (sub == 0) {
-      cp_async(sdst, kv.k_scale + row * 4, 8);
-      cp_async(sdst + L::kS, kv.k_zero + row * 4, 8);
-    } else {
-      cp_async(sdst + 2 * L::kS, kv.v_scale + row * 4, 8);
-    }
+    cp_async(sdst + 2 * L::kS, kv.v_scale + row * 4, 8);
   }
 }
 
@@ -257,6 +262,9 @@ __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t
   const int t = t0 + (threadIdx.x >> 1);
   return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
 }
+
+// Barrier of the 4 consumer warps (named barrier 1: mode 1's producer warp has exited).
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
 
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
 // m[i], l[i]: running max and this lane's weight sum of head hA + i (score-lane layout).
@@ -283,7 +291,7 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
 #pragma unroll
     for (int i = 0; i < 2; ++i) s_ml[2 * (warp * kHeads + 2 * lane + i)] = m[i], s_ml[2 * (warp * kHeads + 2 * lane + i) + 1] = l[i];
   }
-  __syncthreads();
+  consumer_sync();
   for (int idx = threadIdx.x; idx < kHeads * kD; idx += kThreads) {
     const int h = idx / kD, e = idx % kD;
     float mx = -INFINITY;
@@ -301,6 +309,85 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
     a.ws_acc[rec * kD + e] = sum;
     if (e == 0) a.ws_ml[2 * rec] = mx, a.ws_ml[2 * rec + 1] = lsum;
   }
+}
+
+// The merge of decode_reduce_cuda.cu for the block's 4 heads, run by the last partition
+// block of the (sequence, head tile) to finish (threadFenceReduction pattern: partials
+// stored, fence, count; the block that counts n_used reads them all through L2). Warp h
+// merges head hq0 + h, lane 4 dims: partitions in index order (deterministic whichever
+// block is last), the inverse FWHT (quant::fwht_stages order: pairs in a lane, then across
+// lanes by shuffles), sign ⊙ /√D, 1/l, bf16.
+__device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w, int w_cap, int seq, int hq0,
+                                              int seq_len) {
+  __shared__ int s_last;
+  __threadfence();  // this block's partial, before its count
+  consumer_sync();
+  const int n_used = (seq_len + a.plan.partition_tokens - 1) / a.plan.partition_tokens;
+  if (threadIdx.x == 0) s_last = atomicAdd(a.counters + (int64_t)seq * gridDim.y + blockIdx.y, 1) == n_used - 1;
+  consumer_sync();
+  if (!s_last) return;
+  __threadfence();  // the other blocks' partials, after their counts
+  const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t rec0 = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts;
+  const float2* ml = reinterpret_cast<const float2*>(a.ws_ml) + rec0;
+  float mx = -INFINITY;
+  for (int p = lane; p < n_used; p += 32) mx = fmaxf(mx, __ldcg(&ml[p].x));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
+  // Partition weights 2^(m_p - M), one lane per partition, kept in shared memory (the free
+  // pipeline; w_cap per head, recomputed past it); l summed by lanes, then the warp.
+  s_w += h * w_cap;
+  float l = 0.0f;
+  for (int p = lane; p < n_used; p += 32) {
+    const float2 mlp = __ldcg(&ml[p]);
+    const float w = mlp.x == -INFINITY ? 0.0f : exp2f(mlp.x - mx);
+    if (p < w_cap) s_w[p] = w;
+    l += mlp.y * w;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(kFull, l, off);
+  __syncwarp();
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float4* pa = reinterpret_cast<const float4*>(a.ws_acc + rec0 * kD) + lane;
+#pragma unroll 16
+  for (int p = 0; p < n_used; ++p) {
+    const float4 v = __ldcg(pa + (int64_t)p * (kD / 4));
+    float w;
+    if (p < w_cap) {
+      w = s_w[p];
+    } else {
+      const float mp = __ldcg(&ml[p].x);
+      w = mp == -INFINITY ? 0.0f : exp2f(mp - mx);
+    }
+    acc.x += v.x * w, acc.y += v.y * w, acc.z += v.z * w, acc.w += v.w * w;
+  }
+  float x[4] = {acc.x, acc.y, acc.z, acc.w};  // dims 4 lane + i
+#pragma unroll
+  for (int st = 1; st < 4; st <<= 1) {  // stages 1, 2: pairs inside the lane
+    float y[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) y[i] = (i & st) ? quant::add_rn(x[i ^ st], -x[i]) : quant::add_rn(x[i], x[i ^ st]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = y[i];
+  }
+#pragma unroll
+  for (int st = 4; st < kD; st <<= 1) {  // stages 4..64: lane ^ st/4
+    const bool upper = (lane * 4) & st;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float other = __shfl_xor_sync(kFull, x[i], st / 4);
+      x[i] = upper ? quant::add_rn(other, -x[i]) : quant::add_rn(x[i], other);
+    }
+  }
+  uint16_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float u = quant::mul_rn(x[i], quant::mul_rn(a.inv_sqrt, a.signs[4 * lane + i]));
+    o[i] = f32_to_bf16(l > 0.0f ? u / l : 0.0f);
+  }
+  uint2 packed;
+  packed.x = o[0] | (uint32_t)o[1] << 16, packed.y = o[2] | (uint32_t)o[3] << 16;
+  *reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + hq0 + h) * kD + 4 * lane) = packed;
 }
 
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
@@ -368,10 +455,11 @@ __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, 
   }
 }
 
-// One __syncthreads per tile in both load modes (a warp-level sync, possible with TMA since
-// every warp copies and reads only its own tokens of a stage, measured no faster: run 12).
+// Mode 0: one __syncthreads per tile. Mode 1: warps 0-3 consume, warp 4 produces: stage s
+// is "full" when the producer's arrival and its copies' bytes landed, "empty" when the 4
+// consumer warps arrived. Then the partial, and the merge by the row's last block.
 template <int VB, int kMode>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+__global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
     decode_turbo_mma_kernel(const DecodeLaunch a, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v) {
   using L = MmaLayout<VB, kMode>;
@@ -383,57 +471,86 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (pad > (uint32_t)L::kSlack) __trap();
     smem += pad;
   }
-  uint32_t* s_tab = reinterpret_cast<uint32_t*>(smem + L::kTab);  // fp16x2 (centroid[i & m], centroid[i >> VB])
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);   // [stage][warp]
-  for (int i = threadIdx.x; i < (1 << (2 * VB)); i += kThreads)
+  // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
+  __shared__ uint32_t s_tab[1 << (2 * VB)];
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // mode 1: full[stage], empty[stage]
+  for (int i = threadIdx.x; i < (1 << (2 * VB)); i += block_threads<kMode>())
     s_tab[i] = h2_bits(__floats2half2_rn(a.centroids[i & ((1 << VB) - 1)], a.centroids[i >> VB]));
   const PagedKv& kv = a.p.kv;
   const int part = blockIdx.x, seq = blockIdx.z;
   const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / kHeads;
   const int kvh = blockIdx.y / n_tiles_h, hq0 = kvh * gqa + (blockIdx.y % n_tiles_h) * kHeads;
   const int seq_len = kv.seq_lens[seq], t_begin = part * a.plan.partition_tokens;
-  if (t_begin >= seq_len) return;  // uniform per block: the reduce ignores this partition
+  if (t_begin >= seq_len) {  // uniform per block: the merge ignores this partition
+    if (seq_len == 0 && part == 0 && threadIdx.x < kThreads)  // an empty sequence attends to nothing: zeros
+      reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + hq0) * kD)[threadIdx.x] = make_uint2(0u, 0u);
+    return;
+  }
   const int t_end = min(seq_len, t_begin + a.plan.partition_tokens);
   const int32_t* pages = kv.page_indices + kv.page_indptr[seq];
   const int ps_shift = __ffs(kv.page_size) - 1;
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
   const TmaMaps tm{tm_k, tm_v};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
   if constexpr (kMode != 0) {
     if (threadIdx.x == 0) {
-      for (int i = 0; i < kSt * kWarps; ++i) mbar_init(bars + i, 1);
+      for (int i = 0; i < kSt; ++i) mbar_init(bars + i, 1), mbar_init(bars + kSt + i, kWarps);
       mbar_init_fence();
     }
     __syncthreads();  // barriers and the pair table
   }
+  if constexpr (kMode == 1) {
+    if (warp == kWarps) {  // producer: lane w < 4 issues warp slot w's copies of every tile
+      const int tok = 16 * lane;
+      int32_t page = lane < kWarps && t_begin + tok < t_end ? __ldg(pages + ((t_begin + tok) >> ps_shift)) : 0;
+      for (int it = 0; it < n_tiles; ++it) {
+        const int s = it % kSt, t0 = t_begin + it * kTok;
+        if (it >= kSt) mbar_wait(bars + kSt + s, (it / kSt - 1) & 1);  // consumers freed the stage
+        const int n_slots = min(kWarps, (t_end - t0 + 15) / 16);
+        if (lane == 0) mbar_arrive_expect_tx(bars + s, n_slots * L::slot_bytes());
+        __syncwarp();
+        if (lane < n_slots)
+          issue_slot_copies<L>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
+                               page, kvh, bars + s);
+        const int tn = t0 + kTok + tok;  // the next tile's page, off the wait above
+        page = lane < kWarps && tn < t_end ? __ldg(pages + (tn >> ps_shift)) : 0;
+      }
+      return;  // the consumers wait for every copy before the stages become merge buffers
+    }
+  } else {
 #pragma unroll
-  for (int s = 0; s < kSt - 1; ++s) {
-    if (s < n_tiles)
-      issue_mma_tile<VB, kMode>(kv, tm, smem, bars, s, t_begin + s * kTok, t_end,
-                                tile_page(pages, t_begin + s * kTok, t_end, ps_shift), kvh);
-    cp_async_commit();
+    for (int s = 0; s < kSt - 1; ++s) {
+      if (s < n_tiles)
+        issue_cp_async_tile<L>(kv, smem, s, t_begin + s * kTok, t_end, tile_page(pages, t_begin + s * kTok, t_end, ps_shift),
+                               kvh);
+      cp_async_commit();
+    }
   }
-  int32_t next_page = tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
+  int32_t next_page = kMode == 1 ? 0 : tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
   const QFrag qf = load_q(a, seq, hq0, lane);
   const bool k_signed = kv.format.k_signed;
   float acc[8][4];
 #pragma unroll
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const int tw = 16 * warp;
   for (int it = 0; it < n_tiles; ++it) {
     const int cur = it % kSt;
-    cp_async_wait<kSt - 2>();                                                 // this thread's copies of tile it
-    if constexpr (kMode != 0) mbar_wait(bars + cur * kWarps + warp, (it / kSt) & 1);  // the warp's TMA boxes
-    __syncthreads();  // everyone's copies landed, and everyone finished tile it-1
-    const int nxt = it + kSt - 1;
-    if (nxt < n_tiles) {
-      issue_mma_tile<VB, kMode>(kv, tm, smem, bars, nxt % kSt, t_begin + nxt * kTok, t_end, next_page, kvh);
-      next_page = tile_page(pages, t_begin + (nxt + 1) * kTok, t_end, ps_shift);
+    if constexpr (kMode == 1) {
+      mbar_wait(bars + cur, (it / kSt) & 1);
+    } else {
+      cp_async_wait<kSt - 2>();  // this thread's copies of tile it
+      __syncthreads();           // everyone's copies landed, and everyone finished tile it-1
+      const int nxt = it + kSt - 1;
+      if (nxt < n_tiles) {
+        issue_cp_async_tile<L>(kv, smem, nxt % kSt, t_begin + nxt * kTok, t_end, next_page, kvh);
+        next_page = tile_page(pages, t_begin + (nxt + 1) * kTok, t_end, ps_shift);
+      }
+      cp_async_commit();
     }
-    cp_async_commit();
     const uint8_t* kst = smem + L::k_off(cur);
     const uint8_t* sst = smem + L::s_off(cur);
-    const int tw = 16 * warp, n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
+    const int n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
     float s[4];
     if (k_signed) {
       qk_tile<true, kSr>(s, qf, kst, sst, sst + L::kS, tw, lane);
@@ -445,10 +562,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     uint32_t pb0, pb1;
     softmax_step(s, m, l, acc, pb0, pb1);
     pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
+    if constexpr (kMode == 1) {
+      __syncwarp();  // the warp's reads of the stage are done
+      if (lane == 0) mbar_arrive(bars + kSt + cur);
+    }
   }
-  cp_async_wait<0>();
-  __syncthreads();  // the pipeline buffers become the cross-warp merge buffers
+  if constexpr (kMode == 0) cp_async_wait<0>();
+  consumer_sync();  // the pipeline buffers become the cross-warp merge buffers
   write_partial(a, smem, acc, m, l, seq, hq0, part);
+  constexpr int kWCap = L::kBar / (4 * kHeads);  // merge weights per head in the free pipeline
+  merge_if_last(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
 
 // cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
@@ -483,6 +606,35 @@ bool encode_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_byt
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// encode_rows through a per-thread cache: a map depends only on (base, row bytes, page
+// size, swizzle), so a cache plane reuses its maps on every decode step (the encode is
+// host work of a few microseconds on the launch path). Bounded: cleared past 4096 maps.
+bool cached_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_bytes, int page_size,
+                 CUtensorMapSwizzle sw) {
+  struct Key {
+    const void* base;
+    int row_bytes, page_size, sw;
+    bool operator==(const Key& o) const {
+      return base == o.base && row_bytes == o.row_bytes && page_size == o.page_size && sw == o.sw;
+    }
+  };
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.base) ^ ((size_t)k.row_bytes << 40) ^ ((size_t)k.page_size << 20) ^ k.sw;
+    }
+  };
+  thread_local std::unordered_map<Key, CUtensorMap, Hash> cache;
+  const Key key{base, row_bytes, page_size, (int)sw};
+  if (const auto it = cache.find(key); it != cache.end()) {
+    *m = it->second;
+    return true;
+  }
+  if (!encode_rows(fn, m, base, row_bytes, page_size, sw)) return false;
+  if (cache.size() >= 4096) cache.clear();
+  cache.emplace(key, *m);
+  return true;
+}
+
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
 template <int VB, int kMode>
@@ -498,11 +650,11 @@ cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 
     }();
     if (attr != cudaSuccess) return attr;
   }
-  kern<<<grid, kThreads, L::kDyn, stream>>>(a, tm[0], tm[1]);
+  kern<<<grid, block_threads<kMode>(), L::kDyn, stream>>>(a, tm[0], tm[1]);
   return cudaGetLastError();
 }
 
-// TKV_MMA_CFG=0 forces the cp.async kernel (benchmarking only; docs/cuda-kernels.md).
+// TKV_MMA_CFG=0 forces the cp.async kernel (benchmarking and tests only; docs/cuda-kernels.md).
 bool force_cp_async() {
   static const bool f = [] {
     const char* e = std::getenv("TKV_MMA_CFG");
@@ -524,8 +676,8 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   const EncodeTiledFn fn = force_cp_async() ? nullptr : encode_tiled_fn();
   const bool tma = fn && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
                    aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
-                   encode_rows(fn, &tm[0], kv.k_data, kD, kv.page_size, CU_TENSOR_MAP_SWIZZLE_128B) &&
-                   encode_rows(fn, &tm[1], kv.v_data, vr, kv.page_size, CU_TENSOR_MAP_SWIZZLE_NONE);
+                   cached_rows(fn, &tm[0], kv.k_data, kD, kv.page_size, CU_TENSOR_MAP_SWIZZLE_128B) &&
+                   cached_rows(fn, &tm[1], kv.v_data, vr, kv.page_size, CU_TENSOR_MAP_SWIZZLE_NONE);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
     static int printed = 0;
