@@ -502,7 +502,8 @@ __global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
   if constexpr (kMode == 1) {
     if (warp == kWarps) {  // producer: lane w < 4 issues warp slot w's copies of every tile
       const int tok = 16 * lane;
-      int32_t page = lane < kWarps && t_begin + tok < t_end ? __ldg(pages + ((t_begin + tok) >> ps_shift)) : 0;
+      auto slot_page = [&](int t) { return lane < kWarps && t < t_end ? __ldg(pages + (t >> ps_shift)) : 0; };
+      int32_t page = slot_page(t_begin + tok);
       for (int it = 0; it < n_tiles; ++it) {
         const int s = it % kSt, t0 = t_begin + it * kTok;
         if (it >= kSt) mbar_wait(bars + kSt + s, (it / kSt - 1) & 1);  // consumers freed the stage
@@ -512,8 +513,7 @@ __global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
         if (lane < n_slots)
           issue_slot_copies<L>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
                                page, kvh, bars + s);
-        const int tn = t0 + kTok + tok;  // the next tile's page, off the wait above
-        page = lane < kWarps && tn < t_end ? __ldg(pages + (tn >> ps_shift)) : 0;
+        page = slot_page(t0 + kTok + tok);  // the next tile's page, off the wait above
       }
       return;  // the consumers wait for every copy before the stages become merge buffers
     }
