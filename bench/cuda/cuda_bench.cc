@@ -81,6 +81,19 @@ double copy_gbs() {
   return 2.0 * n / (us * 1e-6) / 1e9;
 }
 
+int g_page = 16;         // --page: tokens per page
+bool g_shuffle = true;   // --no-shuffle: pages of a sequence in allocation order
+
+// Read-only bandwidth: one kernel reading 2 GiB (no writes).
+double read_gbs() {
+  const int64_t n = int64_t(1) << 31;
+  auto* a = static_cast<uint8_t*>(dmalloc(n + 16));
+  TKV_CUDA_CHECK(fill_random_bytes(a, n, 1));
+  const double us = median_us([&] { TKV_CUDA_CHECK(flush_l2_by_reads(a, n, reinterpret_cast<uint32_t*>(a + n))); }, 20);
+  TKV_CUDA_CHECK(cudaFree(a));
+  return n / (us * 1e-6) / 1e9;
+}
+
 struct Scheme {
   const char* name;
   PagedKvFormat f;
@@ -88,7 +101,7 @@ struct Scheme {
 
 nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count, int minb, bool general,
                             int part) {
-  const int n_kv = 8, n_heads = 32, page = 16;
+  const int n_kv = 8, n_heads = 32, page = g_page;
   const PagedKvFormat& f = sc.f;
   const int64_t pages = (int64_t)batch * ctx / page, rows = pages * page * n_kv;
   auto* k = static_cast<uint8_t*>(dmalloc(rows * f.k_row_bytes()));
@@ -112,7 +125,7 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   // Page table: each sequence owns ctx/page pages, in a shuffled order (a used cache).
   std::vector<int32_t> indices(pages), indptr(batch + 1), lens(batch, ctx);
   std::iota(indices.begin(), indices.end(), 0);
-  std::shuffle(indices.begin(), indices.end(), std::mt19937(9));
+  if (g_shuffle) std::shuffle(indices.begin(), indices.end(), std::mt19937(9));
   for (int s = 0; s <= batch; ++s) indptr[s] = s * (ctx / page);
   auto* d_indices = static_cast<int32_t*>(dmalloc(pages * 4));
   auto* d_indptr = static_cast<int32_t*>(dmalloc((batch + 1) * 4));
@@ -136,7 +149,9 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   p.min_blocks_per_sm = minb;
   p.general_kernel = general;
   p.partition_tokens = part;  // 0: auto
-  const char* kernel = kernels::decode_uses_tensor_cores(p) ? "mma" : "fp32";
+  // mma16 / mma8: the tensor-core kernel with 16 (1 block/SM) or 8 consumer warps per block
+  const int mma_warps = kernels::decode_plan(p).mma_warps;
+  const char* kernel = !kernels::decode_uses_tensor_cores(p) ? "fp32" : mma_warps == 16 ? "mma16" : "mma8";
   p.workspace_bytes = kernels::decode_workspace_bytes(p);
   p.workspace = dmalloc(p.workspace_bytes);
   const int iters = ctx * (int64_t)batch >= 32 * 131072 / 2 ? 10 : 30;
@@ -197,7 +212,7 @@ nlohmann::json bench_encode(const Scheme& sc) {
 
 int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
-  bool quick = false, encode = true, general = false;
+  bool quick = false, encode = true, general = false, no_copy = false;
   std::string only_scheme;
   int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
   for (int i = 1; i < argc; ++i) {
@@ -211,6 +226,9 @@ int run(int argc, char** argv) {
     if (a == "--ctx" && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
     if (a == "--minb" && i + 1 < argc) minb = std::atoi(argv[++i]);
     if (a == "--part" && i + 1 < argc) part = std::atoi(argv[++i]);  // tokens per partition (multiple of 64)
+    if (a == "--page" && i + 1 < argc) g_page = std::atoi(argv[++i]);
+    if (a == "--no-shuffle") g_shuffle = false;
+    if (a == "--no-copy") no_copy = true;
   }
   if (device::cuda_device_count() == 0) {
     std::fprintf(stderr, "tkv_cuda_bench: %s\n", device::cuda_device_summary().c_str());
@@ -218,16 +236,19 @@ int run(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   TKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double copy = copy_gbs();
-  std::printf("%s, copy %.0f GB/s (D2D, read + write)\n", device::cuda_device_summary().c_str(), copy);
+  const double copy = no_copy ? 1.0 : copy_gbs();  // --no-copy: sweeps; "% of copy" then meaningless
+  const double rd = no_copy ? 1.0 : read_gbs();
+  std::printf("%s, copy %.0f GB/s (D2D, read + write), read-only %.0f GB/s\n", device::cuda_device_summary().c_str(), copy, rd);
   const std::vector<Scheme> schemes = {{"k8v3", {false, 8, 3, true, 128}}, {"k8v4", {false, 8, 4, true, 128}},
                                        {"k4v3", {false, 4, 3, true, 128}}, {"k4v2", {false, 4, 2, true, 128}},
                                        {"bf16", {true, 16, 16, false, 128}}};
-  nlohmann::json j = {{"gpu", prop.name}, {"copy_gbs", copy}, {"rows", nlohmann::json::array()},
+  nlohmann::json j = {{"gpu", prop.name}, {"copy_gbs", copy}, {"read_gbs", rd}, {"rows", nlohmann::json::array()},
                       {"encode", nlohmann::json::array()}, {"shape", "n_heads 32, n_kv_heads 8, head_dim 128, page 16"}};
   for (const Scheme& sc : schemes) {
-    for (int batch : {1, 8, 32}) {
-      for (int ctx : {4096, 32768, 131072}) {
+    const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 8, 32};
+    const std::vector<int> ctxs = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{4096, 32768, 131072};
+    for (int batch : batches) {
+      for (int ctx : ctxs) {
         if (quick && !(batch == 8 && ctx == 32768) && !(batch == 1 && ctx == 131072)) continue;
         if ((!only_scheme.empty() && only_scheme != sc.name) || (only_batch && only_batch != batch) ||
             (only_ctx && only_ctx != ctx))

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Final H200 call of run 12: the full run_h200.sh (tests, table, SDPA), the tensor-core cases
-# with the cp.async kernel forced (TKV_MMA_CFG=0), and ncu with per-reason stall counters at
-# k8v3 B=8 x 32k. Carry dir in $TKV_CARRY; logs to $OUT.
+# Final H200 call of a run (15): the full run_h200.sh (tests, table, SDPA), the tensor-core
+# cases with the cp.async kernel forced (TKV_MMA_CFG=0), and ncu with per-reason stall
+# counters at k8v3 B=8 x 32k. Carry dir in $TKV_CARRY; logs to $OUT.
 set -o pipefail
 C=${TKV_CARRY:-build/h-cuda2-carry}
 bash bench/cuda/run_h200.sh 2>&1 | grep -E "PASSED|FAILED|turbokv  k8|torch-sdpa|copy|wrote" | head -80
 export LD_LIBRARY_PATH=$PWD/$C/lib:${LD_LIBRARY_PATH:-}
 export TKV_SHARED_DIR=$PWD/$C/shared
 TKV_MMA_CFG=0 TKV_MMA_VERBOSE=1 timeout 100 $C/bin/attention_cuda_test \
-  --gtest_filter='AttentionCuda.MmaPage*:AttentionCuda.GqaRatios' > /tmp/t0.txt 2>&1
+  --gtest_filter='AttentionCuda.Mma*:AttentionCuda.GqaRatios' > /tmp/t0.txt 2>&1
 echo "cp.async forced: rc $? $(grep -E '^\[  (PASSED|FAILED)|mma\]' /tmp/t0.txt | sort -u | tr '\n' ' ')" | tee $OUT/forced-cpasync.txt
 timeout 150 ncu --clock-control none --kernel-name regex:"decode_turbo_mma_kernel" --launch-skip 3 --launch-count 1 \
   --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \

@@ -73,7 +73,7 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
 
 // Runs the GPU decode; returns bf16 out [n_seqs, n_heads, head_dim].
 std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0, bool general = false,
-                              bool* tensor_cores = nullptr) {
+                              bool* tensor_cores = nullptr, int sm_count = 0, int* mma_warps = nullptr) {
   const HostPagedCache& h = pr.cache;
   DevicePagedCache dev;
   dev.upload(h);
@@ -91,7 +91,9 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
   p.partition_tokens = partition_tokens;
   p.min_blocks_per_sm = minb;
   p.general_kernel = general;
+  p.sm_count = sm_count;
   if (tensor_cores) *tensor_cores = kernels::decode_uses_tensor_cores(p);
+  if (mma_warps) *mma_warps = kernels::decode_plan(p).mma_warps;
   DeviceBuffer<uint8_t> ws(kernels::decode_workspace_bytes(p));
   ws.fill_bytes(0xab);  // garbage partials and merge counters: the call must not depend on them
   p.workspace = ws.get();
@@ -274,6 +276,35 @@ TEST(AttentionCuda, MmaManyPartitions) {
   bool tc = false;
   check_against_reference(pr, run_gpu(pr, 64, 0, false, &tc), "k8v3/2501 parts", true);
   EXPECT_TRUE(tc);
+}
+
+// The tensor-core kernel's one-block-per-SM variant (16 consumer warps, 256-token stages),
+// which the planner picks when the grid is one wave of the GPU's SMs and the context is
+// >= 8192: ragged long sequences (some partitions past a sequence's end), TMA and cp.async
+// loads (page 16 / 8), auto and explicit splits; the 8-warp variant elsewhere.
+TEST(AttentionCuda, MmaOneBlockPerSm) {
+  TKV_SKIP_WITHOUT_GPU();
+  int sms = 0;
+  TKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  std::mt19937 rng(49);
+  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128};
+  for (const Case& c : {Case{k8v3, 2, 4, 16}, Case{k8v4, 2, 4, 16}, Case{k8v3, 2, 4, 8}}) {
+    const Problem pr = make_problem(c, {9000, 20000, 8195}, rng);
+    const std::string name = format_name(c.f) + "/ps" + std::to_string(c.page_size) + "/1 block per SM";
+    bool tc = false;
+    int warps = 0;
+    const std::vector<uint16_t> a = run_gpu(pr, 0, 0, false, &tc, sms, &warps);
+    ASSERT_TRUE(tc);
+    EXPECT_EQ(warps, 16) << name;
+    check_against_reference(pr, a, name + "/auto", true);
+    check_against_reference(pr, run_gpu(pr, 20480, 0, false, nullptr, sms, &warps), name + "/1part", true);
+    EXPECT_EQ(warps, 16) << name << "/1part";
+    ASSERT_EQ(std::memcmp(a.data(), run_gpu(pr, 0, 0, false, nullptr, sms).data(), a.size() * 2), 0)
+        << name << ": same input, different bits";
+    check_against_reference(pr, run_gpu(pr, 256, 0, false, nullptr, sms, &warps), name + "/p256 (8 warps)", true);
+    EXPECT_EQ(warps, 8) << name << "/p256";
+    if (HasFatalFailure()) return;
+  }
 }
 
 // The register-capped (3 blocks/SM) instantiations of the benchmarked schemes.

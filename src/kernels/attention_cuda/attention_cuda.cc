@@ -22,6 +22,7 @@ constexpr int kMinPart = 256;      // below this the partial/merge overhead domi
 constexpr int kMaxPart = 4096;
 constexpr int kMaxMmaPart = 16384;  // tensor-core path: longest partition
 constexpr int kBlocksPerSm = 16;   // target grid: several waves of resident blocks
+constexpr int kOneWaveMinLen = 8192;  // tensor-core path: 1 block/SM from this context up (shorter: 8-warp blocks won)
 
 int heads_per_block(int gqa) { return gqa % 4 == 0 ? 4 : gqa % 2 == 0 ? 2 : 1; }
 
@@ -61,19 +62,26 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   const int64_t blocks = (int64_t)p.n_seqs * p.kv.n_kv_heads * (gqa / plan.query_heads_per_block);
   const int len = std::max(1, p.max_seq_len);
   int part = p.partition_tokens;
-  if (part <= 0 && decode_uses_tensor_cores(p)) {
-    // Whole waves: the tensor-core kernel keeps kMmaBlocksPerSm blocks on every SM, each
-    // block streams ceil(part/64) tiles, plus about 2 tiles of fixed cost (pipeline fill,
-    // partial write, its share of the reduce). Pick the split with the fewest
-    // wave-tiles; ties go to fewer partitions. Partitions stay <= kMaxMmaPart: on the
-    // H200, B=32 x 128k ran 3146 us as 2 x 65536 tokens (one wave) and 2590 us as
-    // 8 x 16384 (docs/bench/cuda.md); very long blocks drift apart and lose the L2 sharing
-    // of the scale/V sectors they have in common with the neighbouring kv heads' blocks.
-    const int64_t slots = (int64_t)std::max(1, p.sm_count) * cuda_detail::kMmaBlocksPerSm;
+  const bool tc = decode_uses_tensor_cores(p);
+  const int sms = std::max(1, p.sm_count);
+  if (part <= 0 && tc && blocks <= sms && len >= kOneWaveMinLen) {
+    // One wave of 16-warp blocks, one per SM (mma_warps 16 below): the SM's 16 consumer
+    // warps share one pipeline, so they finish together. With 4 or 2 blocks per SM the
+    // blocks of one SM drifted apart by up to 35 % and the SM idled its last ~15 % (run 15,
+    // docs/bench/cuda.md); 16-token slots per warp, 256-token stages.
+    const int n = std::max<int64_t>(1, sms / blocks);
+    part = ((len + n - 1) / n + 255) / 256 * 256;
+  } else if (part <= 0 && tc) {
+    // Whole waves of 8-warp blocks, 2 per SM, each streaming ceil(part/128) stages, plus
+    // about 2 x 64 tokens of fixed cost (pipeline fill, partial write, its share of the
+    // merge). Pick the split with the fewest wave-tokens; ties go to fewer partitions.
+    // Partitions stay <= kMaxMmaPart: on the H200, B=32 x 128k ran 3146 us as 2 x 65536
+    // tokens (one wave) and 2590 us as 8 x 16384 (docs/bench/cuda.md, 4 blocks/SM then).
+    const int64_t slots = (int64_t)sms * 2;
     const int max_parts = std::max(1, (len + kMinPart - 1) / kMinPart);
     int64_t best = INT64_MAX;
     for (int n = 1; n <= max_parts; ++n) {
-      const int cand = (len + n - 1) / n, cpart = (cand + kPartAlign - 1) / kPartAlign * kPartAlign;
+      const int cand = (len + n - 1) / n, cpart = (cand + 127) / 128 * 128;
       const int64_t parts = (len + cpart - 1) / cpart;
       if (parts != n || cpart > kMaxMmaPart) continue;  // the same split as a smaller n, or too long
       const int64_t waves = (blocks * parts + slots - 1) / slots;
@@ -88,6 +96,7 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   }
   plan.partition_tokens = part;
   plan.n_parts = (len + part - 1) / part;
+  if (tc) plan.mma_warps = blocks * plan.n_parts <= sms && len >= kOneWaveMinLen ? 16 : 8;
   return plan;
 }
 

@@ -37,6 +37,8 @@ struct DecodePlan {
   int partition_tokens = 0;
   int n_parts = 0;
   int query_heads_per_block = 0;  // GQA heads sharing each K/V load (1, 2 or 4)
+  int mma_warps = 0;  // tensor-core path: consumer warps per block, 16 (one block per SM, the grid one
+                      // wave) or 8 (two per SM); 0 elsewhere
 };
 DecodePlan decode_plan(const DecodeCudaParams& p);
 // True when decode_attention_cuda takes the tensor-core path: turbo k8v3/k8v4 (signed or

@@ -7,10 +7,6 @@
 
 namespace tkv::kernels::cuda_detail {
 
-// Resident blocks per SM the tensor-core kernel's registers (and shared memory) allow;
-// decode_plan sizes its split to whole waves of these.
-constexpr int kMmaBlocksPerSm = 4;
-
 struct DecodeLaunch {
   DecodeCudaParams p;
   DecodePlan plan;

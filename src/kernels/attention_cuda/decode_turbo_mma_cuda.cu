@@ -26,8 +26,6 @@ namespace {
 
 constexpr int kD = 128;           // head_dim of this path
 constexpr int kHeads = 4;         // query heads per block (one GQA tile)
-constexpr int kTok = 64;          // tokens per pipeline stage (16 per warp)
-constexpr int kMinBlocks = kMmaBlocksPerSm;  // resident blocks per SM the registers are capped for
 
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -185,11 +183,13 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 // by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
 // region or by the copy address), V [kTok][kVr], then k scale, k zero, v scale [kTok][kSr];
 // then the mbarriers (mode 1: full[stage], empty[stage]).
-constexpr int kSt = 3;
-template <int kMode>
-__host__ __device__ constexpr int block_threads() { return kMode == 1 ? kThreads + 32 : kThreads; }
-template <int VB, int kMode>
+// CW consumer warps per block (16 tokens each per stage; 16 / CW blocks per SM), mode 1
+// adds CW / 4 producer warps (4 warp slots each).
+template <int VB, int kMode, int CW, int ST = 3>
 struct MmaLayout {
+  static constexpr int kSt = ST;
+  static constexpr int kCW = CW, kCT = 32 * CW, kPW = CW / 4, kTok = 16 * CW, kMinBlocks = 16 / CW;
+  static constexpr int kThreads = kMode == 1 ? kCT + 32 * kPW : kCT;
   static constexpr int kVr = kD * VB / 8, kSr = 8;
   static constexpr int kK = kTok * kD, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
   __host__ __device__ static constexpr int slot_bytes() { return 16 * (kD + kVr + 3 * kSr); }  // 16 tokens, all planes
@@ -204,7 +204,7 @@ struct MmaLayout {
   // Room to align the K stages to 1024 bytes where it fits (TMA modes); else the base must be.
   static constexpr int kSlack = kMode == 0 ? 0 : kBytes + 1024 <= kBudget ? 1024 : 0;
   static constexpr int kDyn = kBytes + kSlack;
-  static_assert(kWarps * kHeads * (kD + 2) * 4 <= kBar, "merge buffers fit in the pipeline");
+  static_assert(kCW * kHeads * (kD + 2) * 4 <= kBar, "merge buffers fit in the pipeline");
   static_assert(kDyn <= kBudget, "kMinBlocks blocks per SM");
 };
 
@@ -264,10 +264,12 @@ __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t
 }
 
 // Barrier of the 4 consumer warps (named barrier 1: mode 1's producer warp has exited).
-__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
+template <int CT>
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CT) : "memory"); }
 
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
 // m[i], l[i]: running max and this lane's weight sum of head hA + i (score-lane layout).
+template <int kCW, int kCT = 32 * kCW>
 __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* smem, const float (&acc)[8][4],
                                               const float (&m)[2], float (&l)[2], int seq, int hq0, int part) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2, c = lane & 3;
@@ -277,8 +279,8 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
     l[i] += __shfl_xor_sync(kFull, l[i], 8);
     l[i] += __shfl_xor_sync(kFull, l[i], 16);
   }
-  float* s_acc = reinterpret_cast<float*>(smem);  // [kWarps][kHeads][kD]
-  float* s_ml = s_acc + kWarps * kHeads * kD;     // [kWarps][kHeads][2]
+  float* s_acc = reinterpret_cast<float*>(smem);  // [kCW][kHeads][kD]
+  float* s_ml = s_acc + kCW * kHeads * kD;     // [kCW][kHeads][2]
   if (c < 2) {  // columns 2c, 2c+1 are heads; c >= 2 hold duplicates
     float* h0 = s_acc + (warp * kHeads + 2 * c) * kD;
 #pragma unroll
@@ -291,15 +293,15 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
 #pragma unroll
     for (int i = 0; i < 2; ++i) s_ml[2 * (warp * kHeads + 2 * lane + i)] = m[i], s_ml[2 * (warp * kHeads + 2 * lane + i) + 1] = l[i];
   }
-  consumer_sync();
-  for (int idx = threadIdx.x; idx < kHeads * kD; idx += kThreads) {
+  consumer_sync<kCT>();
+  for (int idx = threadIdx.x; idx < kHeads * kD; idx += kCT) {
     const int h = idx / kD, e = idx % kD;
     float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_ml[2 * (w * kHeads + h)]);
+    for (int w = 0; w < kCW; ++w) mx = fmaxf(mx, s_ml[2 * (w * kHeads + h)]);
     float sum = 0.0f, lsum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kCW; ++w) {
       const float mw = s_ml[2 * (w * kHeads + h)];
       const float cw = mw == -INFINITY ? 0.0f : fast_exp2(mw - mx);
       sum += s_acc[(w * kHeads + h) * kD + e] * cw;
@@ -317,31 +319,41 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
 // merges head hq0 + h, lane 4 dims: partitions in index order (deterministic whichever
 // block is last), the inverse FWHT (quant::fwht_stages order: pairs in a lane, then across
 // lanes by shuffles), sign ⊙ /√D, 1/l, bf16.
+template <int kCW, int kCT = 32 * kCW>
 __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w, int w_cap, int seq, int hq0,
                                               int seq_len) {
   __shared__ int s_last;
-  __threadfence();  // this block's partial, before its count
-  consumer_sync();
   const int n_used = (seq_len + a.plan.partition_tokens - 1) / a.plan.partition_tokens;
-  if (threadIdx.x == 0) s_last = atomicAdd(a.counters + (int64_t)seq * gridDim.y + blockIdx.y, 1) == n_used - 1;
-  consumer_sync();
-  if (!s_last) return;
-  __threadfence();  // the other blocks' partials, after their counts
+  consumer_sync<kCT>();  // every consumer's partial stores issued
+  if (threadIdx.x == 0) {  // one fence for the block's stores (after the barrier, cumulative), the count, then acquire
+    __threadfence();
+    s_last = atomicAdd(a.counters + (int64_t)seq * gridDim.y + blockIdx.y, 1) == n_used - 1;
+    if (s_last) __threadfence();
+  }
+  consumer_sync<kCT>();
+  if (!s_last || threadIdx.x >= 32 * kHeads) return;  // warp h merges head h
   const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rec0 = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts;
   const float2* ml = reinterpret_cast<const float2*>(a.ws_ml) + rec0;
-  float mx = -INFINITY;
-  for (int p = lane; p < n_used; p += 32) mx = fmaxf(mx, __ldcg(&ml[p].x));
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
-  // Partition weights 2^(m_p - M), one lane per partition, kept in shared memory (the free
-  // pipeline; w_cap per head, recomputed past it); l summed by lanes, then the warp.
+  // (m, l) of every partition read once (one lane per partition) into shared memory (the
+  // free pipeline: w_cap floats per head, so w_cap / 2 partitions; past that from L2), the
+  // weights 2^(m_p - M) in place of m, l summed by lanes, then the warp.
   s_w += h * w_cap;
-  float l = 0.0f;
+  const int cap = w_cap / 2;
+  float2* s_ml2 = reinterpret_cast<float2*>(s_w);
+  float mx = -INFINITY;
   for (int p = lane; p < n_used; p += 32) {
     const float2 mlp = __ldcg(&ml[p]);
+    if (p < cap) s_ml2[p] = mlp;
+    mx = fmaxf(mx, mlp.x);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
+  float l = 0.0f;
+  for (int p = lane; p < n_used; p += 32) {
+    const float2 mlp = p < cap ? s_ml2[p] : __ldcg(&ml[p]);
     const float w = mlp.x == -INFINITY ? 0.0f : exp2f(mlp.x - mx);
-    if (p < w_cap) s_w[p] = w;
+    if (p < cap) s_ml2[p].x = w;
     l += mlp.y * w;
   }
 #pragma unroll
@@ -349,17 +361,25 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
   __syncwarp();
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   const float4* pa = reinterpret_cast<const float4*>(a.ws_acc + rec0 * kD) + lane;
-#pragma unroll 16
-  for (int p = 0; p < n_used; ++p) {
-    const float4 v = __ldcg(pa + (int64_t)p * (kD / 4));
-    float w;
-    if (p < w_cap) {
-      w = s_w[p];
-    } else {
-      const float mp = __ldcg(&ml[p].x);
-      w = mp == -INFINITY ? 0.0f : exp2f(mp - mx);
+  constexpr int kBatch = 8;  // loads in flight per lane; the sums stay in index order (deterministic)
+  for (int p0 = 0; p0 < n_used; p0 += kBatch) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i)
+      v[i] = p0 + i < n_used ? __ldcg(pa + (int64_t)(p0 + i) * (kD / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int p = p0 + i;
+      if (p >= n_used) break;
+      float w;
+      if (p < cap) {
+        w = s_ml2[p].x;
+      } else {
+        const float mp = __ldcg(&ml[p].x);
+        w = mp == -INFINITY ? 0.0f : exp2f(mp - mx);
+      }
+      acc.x += v[i].x * w, acc.y += v[i].y * w, acc.z += v[i].z * w, acc.w += v[i].w * w;
     }
-    acc.x += v.x * w, acc.y += v.y * w, acc.z += v.z * w, acc.w += v.w * w;
   }
   float x[4] = {acc.x, acc.y, acc.z, acc.w};  // dims 4 lane + i
 #pragma unroll
@@ -458,11 +478,12 @@ __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, 
 // Mode 0: one __syncthreads per tile. Mode 1: warps 0-3 consume, warp 4 produces: stage s
 // is "full" when the producer's arrival and its copies' bytes landed, "empty" when the 4
 // consumer warps arrived. Then the partial, and the merge by the row's last block.
-template <int VB, int kMode>
-__global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
+template <int VB, int kMode, int CW>
+__global__ void __launch_bounds__(MmaLayout<VB, kMode, CW>::kThreads, MmaLayout<VB, kMode, CW>::kMinBlocks)
     decode_turbo_mma_kernel(const DecodeLaunch a, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v) {
-  using L = MmaLayout<VB, kMode>;
+  using L = MmaLayout<VB, kMode, CW>;
+  constexpr int kCW = L::kCW, kCT = L::kCT, kPW = L::kPW, kTok = L::kTok, kSt = L::kSt;
   constexpr int kSr = L::kSr;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = smem_raw;
@@ -474,15 +495,17 @@ __global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
   __shared__ uint32_t s_tab[1 << (2 * VB)];
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // mode 1: full[stage], empty[stage]
-  for (int i = threadIdx.x; i < (1 << (2 * VB)); i += block_threads<kMode>())
-    s_tab[i] = h2_bits(__floats2half2_rn(a.centroids[i & ((1 << VB) - 1)], a.centroids[i >> VB]));
+  constexpr bool late_tab = kMode == 1;  // mode 1: the consumers build it while the first copies fly
+  if (!late_tab)
+    for (int i = threadIdx.x; i < (1 << (2 * VB)); i += L::kThreads)
+      s_tab[i] = h2_bits(__floats2half2_rn(a.centroids[i & ((1 << VB) - 1)], a.centroids[i >> VB]));
   const PagedKv& kv = a.p.kv;
   const int part = blockIdx.x, seq = blockIdx.z;
   const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / kHeads;
   const int kvh = blockIdx.y / n_tiles_h, hq0 = kvh * gqa + (blockIdx.y % n_tiles_h) * kHeads;
   const int seq_len = kv.seq_lens[seq], t_begin = part * a.plan.partition_tokens;
   if (t_begin >= seq_len) {  // uniform per block: the merge ignores this partition
-    if (seq_len == 0 && part == 0 && threadIdx.x < kThreads)  // an empty sequence attends to nothing: zeros
+    if (seq_len == 0 && part == 0 && threadIdx.x < kHeads * kD / 4)  // an empty sequence attends to nothing: zeros
       reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + hq0) * kD)[threadIdx.x] = make_uint2(0u, 0u);
     return;
   }
@@ -494,28 +517,38 @@ __global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
   if constexpr (kMode != 0) {
     if (threadIdx.x == 0) {
-      for (int i = 0; i < kSt; ++i) mbar_init(bars + i, 1), mbar_init(bars + kSt + i, kWarps);
+      for (int i = 0; i < kSt; ++i) mbar_init(bars + i, kPW), mbar_init(bars + kSt + i, kCW);
       mbar_init_fence();
     }
     __syncthreads();  // barriers and the pair table
   }
   if constexpr (kMode == 1) {
-    if (warp == kWarps) {  // producer: lane w < 4 issues warp slot w's copies of every tile
-      const int tok = 16 * lane;
-      auto slot_page = [&](int t) { return lane < kWarps && t < t_end ? __ldg(pages + (t >> ps_shift)) : 0; };
-      int32_t page = slot_page(t_begin + tok);
+    if (warp >= kCW) {  // producer warp pw: its lane w < 4 issues slot 4 pw + w's copies of every tile
+      const int pw = warp - kCW, slot = 4 * pw + (lane & 3), tok = 16 * slot;
+      // The slot pages of G tiles, one per lane (slot kCW it + i of the partition), the next G loaded ahead.
+      constexpr int G = 32 / kCW;
+      auto slot_pages = [&](int tile) {
+        const int t = t_begin + 16 * (kCW * tile + lane);
+        return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
+      };
+      int32_t pg = slot_pages(0), pg_next = slot_pages(G);
       for (int it = 0; it < n_tiles; ++it) {
         const int s = it % kSt, t0 = t_begin + it * kTok;
+        if (it % G == 0 && it > 0) pg = pg_next, pg_next = slot_pages(it + G);
+        const int32_t page = __shfl_sync(kFull, pg, kCW * (it % G) + slot);
         if (it >= kSt) mbar_wait(bars + kSt + s, (it / kSt - 1) & 1);  // consumers freed the stage
-        const int n_slots = min(kWarps, (t_end - t0 + 15) / 16);
+        const int n_slots = min(4, max(0, (t_end - t0 + 15) / 16 - 4 * pw));  // this warp's slots holding tokens
         if (lane == 0) mbar_arrive_expect_tx(bars + s, n_slots * L::slot_bytes());
         __syncwarp();
         if (lane < n_slots)
           issue_slot_copies<L>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
                                page, kvh, bars + s);
-        page = slot_page(t0 + kTok + tok);  // the next tile's page, off the wait above
       }
       return;  // the consumers wait for every copy before the stages become merge buffers
+    }
+    if (late_tab) {  // consumers build the pair table while the first copies fly
+      for (int i = threadIdx.x; i < (1 << (2 * VB)); i += kCT)
+        s_tab[i] = h2_bits(__floats2half2_rn(a.centroids[i & ((1 << VB) - 1)], a.centroids[i >> VB]));
     }
   } else {
 #pragma unroll
@@ -534,6 +567,7 @@ __global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int tw = 16 * warp;
+  if (late_tab) consumer_sync<kCT>();  // the pair table
   for (int it = 0; it < n_tiles; ++it) {
     const int cur = it % kSt;
     if constexpr (kMode == 1) {
@@ -568,10 +602,10 @@ __global__ void __launch_bounds__(block_threads<kMode>(), kMinBlocks)
     }
   }
   if constexpr (kMode == 0) cp_async_wait<0>();
-  consumer_sync();  // the pipeline buffers become the cross-warp merge buffers
-  write_partial(a, smem, acc, m, l, seq, hq0, part);
+  consumer_sync<kCT>();  // the pipeline buffers become the cross-warp merge buffers
+  write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part);
   constexpr int kWCap = L::kBar / (4 * kHeads);  // merge weights per head in the free pipeline
-  merge_if_last(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
+  merge_if_last<kCW>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
 
 // cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
@@ -637,10 +671,10 @@ bool cached_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_byt
 
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
-template <int VB, int kMode>
+template <int VB, int kMode, int CW>
 cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 grid, cudaStream_t stream) {
-  using L = MmaLayout<VB, kMode>;
-  auto* kern = decode_turbo_mma_kernel<VB, kMode>;
+  using L = MmaLayout<VB, kMode, CW>;
+  auto* kern = decode_turbo_mma_kernel<VB, kMode, CW>;
   if constexpr (L::kDyn > 48 * 1024) {  // opt in above 48 KB (else the launch fails), all of it as shared
     static const cudaError_t attr = [kern] {
       cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kDyn);
@@ -650,7 +684,7 @@ cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 
     }();
     if (attr != cudaSuccess) return attr;
   }
-  kern<<<grid, block_threads<kMode>(), L::kDyn, stream>>>(a, tm[0], tm[1]);
+  kern<<<grid, L::kThreads, L::kDyn, stream>>>(a, tm[0], tm[1]);
   return cudaGetLastError();
 }
 
@@ -683,8 +717,13 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
     static int printed = 0;
     if (printed++ < 4) std::fprintf(stderr, "[decode_turbo_mma] v%d: %s loads\n", vb, tma ? "TMA" : "cp.async");
   }
-  if (vb == 3) return tma ? launch_mode<3, 1>(a, tm, grid, stream) : launch_mode<3, 0>(a, tm, grid, stream);
-  return tma ? launch_mode<4, 1>(a, tm, grid, stream) : launch_mode<4, 0>(a, tm, grid, stream);
+  const bool one = a.plan.mma_warps == 16;
+  if (vb == 3) {
+    if (one) return tma ? launch_mode<3, 1, 16>(a, tm, grid, stream) : launch_mode<3, 0, 16>(a, tm, grid, stream);
+    return tma ? launch_mode<3, 1, 8>(a, tm, grid, stream) : launch_mode<3, 0, 8>(a, tm, grid, stream);
+  }
+  if (one) return tma ? launch_mode<4, 1, 16>(a, tm, grid, stream) : launch_mode<4, 0, 16>(a, tm, grid, stream);
+  return tma ? launch_mode<4, 1, 8>(a, tm, grid, stream) : launch_mode<4, 0, 8>(a, tm, grid, stream);
 }
 
 }  // namespace tkv::kernels::cuda_detail
