@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <type_traits>
 #include <unordered_map>
 
 #include "kernels/attention_cuda/decode_common.cuh"
@@ -52,17 +53,28 @@ struct QFrag {
   float smul[2];     // q_scale / 2^e of heads hA, hB
 };
 
+// KB = 8: the lane's k slots 4c..4c+3 / 16+4c.. are dims 32g + 4c + {0..3} / 32g + 16 + 4c + {0..3}.
+// KB = 4 (two dims per key byte, low nibble first): slot 4c+j is dim 32g + 8c + 2j and
+// slot 16+4c+j dim 32g + 8c + 2j + 1, the order qk_tile's nibble split gives the K side.
+template <int KB>
 __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0, int lane) {
   const int r = lane >> 2, c = lane & 3, h = r & 3;
   const uint16_t* qrow = a.p.q + ((int64_t)seq * a.p.n_heads + hq0 + h) * kD;
-  float v[4][8];  // [group][dims 32g + 4c + {0..3}, 32g + 16 + 4c + {0..3}]
+  float v[4][8];  // [group][k slots 4c + {0..3}, 16 + 4c + {0..3}]
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
-    const uint2 w0 = __ldg(reinterpret_cast<const uint2*>(qrow + 32 * g + 4 * c));
-    const uint2 w1 = __ldg(reinterpret_cast<const uint2*>(qrow + 32 * g + 16 + 4 * c));
-    const uint32_t ws[4] = {w0.x, w0.y, w1.x, w1.y};
+    if constexpr (KB == 8) {
+      const uint2 w0 = __ldg(reinterpret_cast<const uint2*>(qrow + 32 * g + 4 * c));
+      const uint2 w1 = __ldg(reinterpret_cast<const uint2*>(qrow + 32 * g + 16 + 4 * c));
+      const uint32_t ws[4] = {w0.x, w0.y, w1.x, w1.y};
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[g][i] = __uint_as_float(i % 2 ? ws[i / 2] & 0xffff0000u : ws[i / 2] << 16);
+      for (int i = 0; i < 8; ++i) v[g][i] = __uint_as_float(i % 2 ? ws[i / 2] & 0xffff0000u : ws[i / 2] << 16);
+    } else {
+      const uint4 w = __ldg(reinterpret_cast<const uint4*>(qrow + 32 * g + 8 * c));  // dims 8c..8c+7
+      const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[g][j] = __uint_as_float(ws[j] << 16), v[g][4 + j] = __uint_as_float(ws[j] & 0xffff0000u);
+    }
   }
   float mx = 0.0f;
 #pragma unroll
@@ -136,13 +148,22 @@ __device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], u
 // Scores of the warp's 16 tokens at tw (K rows swizzled as the stage layout below), lane layout
 // above: s[0..1] = token r, heads hA, hB; s[2..3] = token r+8. Unscaled by smul, unmasked.
 // ksc, kzr: k scale / zero rows of the stage, SR bytes apart.
-template <bool kSigned, int SR>
+// KB = 4: rows of 64 bytes (16-byte unit g = group g, TMA's 64-byte swizzle: unit u of
+// token t at u ^ ((t >> 1) & 3)), one ldmatrix.x4 per two groups, each byte split into its
+// low nibbles (k slots 4c..) and high nibbles (16 + 4c..), unsigned.
+template <bool kSigned, int SR, int KB>
 __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const uint8_t* kpl, const uint8_t* ksc,
                                         const uint8_t* kzr, int tw, int lane) {
   const int r = lane >> 2;
+  constexpr int kKr = kD * KB / 8;
   // ldmatrix rows: lane L gives token (L&7) + 8((L>>3)&1), 16-byte unit 2g + (L>>4).
   const int lt = tw + (lane & 7) + 8 * ((lane >> 3) & 1), lu = lane >> 4;
-  const uint8_t* lrow = kpl + lt * kD;
+  const uint8_t* lrow = kpl + lt * kKr;
+  uint32_t k4[2][4];  // KB = 4: the ldmatrix.x4 of groups 0-1 and 2-3
+  if constexpr (KB == 4) {
+#pragma unroll
+    for (int gg = 0; gg < 2; ++gg) ldmatrix_x4(k4[gg], lrow + (((2 * gg + lu) ^ ((lt >> 1) & 3)) << 4));
+  }
   const uint2 zs0 = *reinterpret_cast<const uint2*>(ksc + (tw + r) * SR);  // k scales, token r
   const uint2 zs1 = *reinterpret_cast<const uint2*>(ksc + (tw + r + 8) * SR);
   const uint2 zz0 = *reinterpret_cast<const uint2*>(kzr + (tw + r) * SR);  // k zeros
@@ -155,7 +176,13 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
     uint32_t af[4];
-    ldmatrix_x4(af, lrow + (((2 * g + lu) ^ (lt & 7)) << 4));
+    if constexpr (KB == 8) {
+      ldmatrix_x4(af, lrow + (((2 * g + lu) ^ (lt & 7)) << 4));
+    } else {
+      const uint32_t m0 = k4[g >> 1][2 * (g & 1)], m1 = k4[g >> 1][2 * (g & 1) + 1];  // tokens r, r+8
+      af[0] = m0 & 0x0f0f0f0fu, af[1] = m1 & 0x0f0f0f0fu;
+      af[2] = (m0 >> 4) & 0x0f0f0f0fu, af[3] = (m1 >> 4) & 0x0f0f0f0fu;
+    }
     int d[4];
     imma16832<kSigned>(d, af, qf.b[g][0], qf.b[g][1]);
     const float sc0 = g & 1 ? ks0[g >> 1].y : ks0[g >> 1].x;  // kw (a power of two) applied after: exact
@@ -185,14 +212,14 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 // then the mbarriers (mode 1: full[stage], empty[stage]).
 // CW consumer warps per block (16 tokens each per stage; 16 / CW blocks per SM), mode 1
 // adds CW / 4 producer warps (4 warp slots each).
-template <int VB, int kMode, int CW, int ST = 3>
+template <int KB, int VB, int kMode, int CW, int ST = 3>
 struct MmaLayout {
-  static constexpr int kSt = ST;
+  static constexpr int kSt = ST, kKr = kD * KB / 8;  // K row bytes
   static constexpr int kCW = CW, kCT = 32 * CW, kPW = CW / 4, kTok = 16 * CW, kMinBlocks = 16 / CW;
   static constexpr int kThreads = kMode == 1 ? kCT + 32 * kPW : kCT;
   static constexpr int kVr = kD * VB / 8, kSr = 8;
-  static constexpr int kK = kTok * kD, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
-  __host__ __device__ static constexpr int slot_bytes() { return 16 * (kD + kVr + 3 * kSr); }  // 16 tokens, all planes
+  static constexpr int kK = kTok * kKr, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
+  __host__ __device__ static constexpr int slot_bytes() { return 16 * (kKr + kVr + 3 * kSr); }  // 16 tokens, all planes
   __host__ __device__ static constexpr int k_off(int s) { return s * kK; }
   __host__ __device__ static constexpr int v_off(int s) { return kSt * kK + s * kV; }
   __host__ __device__ static constexpr int s_off(int s) { return kSt * (kK + kV) + s * 3 * kS; }
@@ -221,7 +248,7 @@ __device__ __forceinline__ void issue_slot_copies(const PagedKv& kv, const TmaMa
   const int off = t & (kv.page_size - 1);     // a multiple of 16
   const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
   const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, off);
-  tma_load_3d(kst + tok * kD, &tm.k, 0, off, pk, bar);
+  tma_load_3d(kst + tok * L::kKr, &tm.k, 0, off, pk, bar);
   tma_load_3d(vst + tok * L::kVr, &tm.v, 0, off, pk, bar);
   bulk_load(sst + tok * L::kSr, kv.k_scale + row * 4, 16 * L::kSr, bar);
   bulk_load(sst + L::kS + tok * L::kSr, kv.k_zero + row * 4, 16 * L::kSr, bar);
@@ -241,9 +268,10 @@ __device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* 
   if (t >= t_end) return;
   const int sub = threadIdx.x & 1;
   const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, t & (kv.page_size - 1));
-  const uint8_t* ks = kv.k_data + row * kD;
+  const uint8_t* ks = kv.k_data + row * L::kKr;
+  const int kswz = L::kKr == 128 ? tok & 7 : (tok >> 1) & 3;  // the TMA swizzle pattern (128 / 64 bytes)
 #pragma unroll
-  for (int u = sub; u < kD / 16; u += 2) cp_async(kst + tok * kD + ((u ^ (tok & 7)) << 4), ks + 16 * u, 16);
+  for (int u = sub; u < L::kKr / 16; u += 2) cp_async(kst + tok * L::kKr + ((u ^ kswz) << 4), ks + 16 * u, 16);
   const uint8_t* vsrc = kv.v_data + row * L::kVr;
 #pragma unroll
   for (int u = sub; u < L::kVr / 16; u += 2) cp_async(vst + tok * L::kVr + 16 * u, vsrc + 16 * u, 16);
@@ -478,11 +506,11 @@ __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, 
 // Mode 0: one __syncthreads per tile. Mode 1: warps 0-3 consume, warp 4 produces: stage s
 // is "full" when the producer's arrival and its copies' bytes landed, "empty" when the 4
 // consumer warps arrived. Then the partial, and the merge by the row's last block.
-template <int VB, int kMode, int CW>
-__global__ void __launch_bounds__(MmaLayout<VB, kMode, CW>::kThreads, MmaLayout<VB, kMode, CW>::kMinBlocks)
+template <int KB, int VB, int kMode, int CW>
+__global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLayout<KB, VB, kMode, CW>::kMinBlocks)
     decode_turbo_mma_kernel(const DecodeLaunch a, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v) {
-  using L = MmaLayout<VB, kMode, CW>;
+  using L = MmaLayout<KB, VB, kMode, CW>;
   constexpr int kCW = L::kCW, kCT = L::kCT, kPW = L::kPW, kTok = L::kTok, kSt = L::kSt;
   constexpr int kSr = L::kSr;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -560,7 +588,7 @@ __global__ void __launch_bounds__(MmaLayout<VB, kMode, CW>::kThreads, MmaLayout<
     }
   }
   int32_t next_page = kMode == 1 ? 0 : tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
-  const QFrag qf = load_q(a, seq, hq0, lane);
+  const QFrag qf = load_q<KB>(a, seq, hq0, lane);
   const bool k_signed = kv.format.k_signed;
   float acc[8][4];
 #pragma unroll
@@ -586,10 +614,10 @@ __global__ void __launch_bounds__(MmaLayout<VB, kMode, CW>::kThreads, MmaLayout<
     const uint8_t* sst = smem + L::s_off(cur);
     const int n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
     float s[4];
-    if (k_signed) {
-      qk_tile<true, kSr>(s, qf, kst, sst, sst + L::kS, tw, lane);
+    if (KB == 8 && k_signed) {
+      qk_tile<true, kSr, KB>(s, qf, kst, sst, sst + L::kS, tw, lane);
     } else {
-      qk_tile<false, kSr>(s, qf, kst, sst, sst + L::kS, tw, lane);
+      qk_tile<false, kSr, KB>(s, qf, kst, sst, sst + L::kS, tw, lane);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
@@ -671,10 +699,10 @@ bool cached_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_byt
 
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
-template <int VB, int kMode, int CW>
+template <int KB, int VB, int kMode, int CW>
 cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 grid, cudaStream_t stream) {
-  using L = MmaLayout<VB, kMode, CW>;
-  auto* kern = decode_turbo_mma_kernel<VB, kMode, CW>;
+  using L = MmaLayout<KB, VB, kMode, CW>;
+  auto* kern = decode_turbo_mma_kernel<KB, VB, kMode, CW>;
   if constexpr (L::kDyn > 48 * 1024) {  // opt in above 48 KB (else the launch fails), all of it as shared
     static const cudaError_t attr = [kern] {
       cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kDyn);
@@ -710,7 +738,8 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   const EncodeTiledFn fn = force_cp_async() ? nullptr : encode_tiled_fn();
   const bool tma = fn && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
                    aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
-                   cached_rows(fn, &tm[0], kv.k_data, kD, kv.page_size, CU_TENSOR_MAP_SWIZZLE_128B) &&
+                   cached_rows(fn, &tm[0], kv.k_data, kD * kv.format.k_bits / 8, kv.page_size,
+                               kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B) &&
                    cached_rows(fn, &tm[1], kv.v_data, vr, kv.page_size, CU_TENSOR_MAP_SWIZZLE_NONE);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
@@ -718,12 +747,17 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
     if (printed++ < 4) std::fprintf(stderr, "[decode_turbo_mma] v%d: %s loads\n", vb, tma ? "TMA" : "cp.async");
   }
   const bool one = a.plan.mma_warps == 16;
-  if (vb == 3) {
-    if (one) return tma ? launch_mode<3, 1, 16>(a, tm, grid, stream) : launch_mode<3, 0, 16>(a, tm, grid, stream);
-    return tma ? launch_mode<3, 1, 8>(a, tm, grid, stream) : launch_mode<3, 0, 8>(a, tm, grid, stream);
-  }
-  if (one) return tma ? launch_mode<4, 1, 16>(a, tm, grid, stream) : launch_mode<4, 0, 16>(a, tm, grid, stream);
-  return tma ? launch_mode<4, 1, 8>(a, tm, grid, stream) : launch_mode<4, 0, 8>(a, tm, grid, stream);
+  auto pick = [&](auto kb, auto vb) {
+    constexpr int K = decltype(kb)::value, V = decltype(vb)::value;
+    if (one) return tma ? launch_mode<K, V, 1, 16>(a, tm, grid, stream) : launch_mode<K, V, 0, 16>(a, tm, grid, stream);
+    return tma ? launch_mode<K, V, 1, 8>(a, tm, grid, stream) : launch_mode<K, V, 0, 8>(a, tm, grid, stream);
+  };
+  using I8 = std::integral_constant<int, 8>;
+  using I4 = std::integral_constant<int, 4>;
+  using I3 = std::integral_constant<int, 3>;
+  using I2 = std::integral_constant<int, 2>;
+  if (kv.format.k_bits == 8) return vb == 3 ? pick(I8{}, I3{}) : pick(I8{}, I4{});
+  return vb == 3 ? pick(I4{}, I3{}) : pick(I4{}, I2{});
 }
 
 }  // namespace tkv::kernels::cuda_detail
