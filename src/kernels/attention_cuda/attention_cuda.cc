@@ -100,6 +100,14 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   return plan;
 }
 
+int decode_cluster_size(const DecodeCudaParams& p) {
+  if (!decode_uses_tensor_cores(p) || p.n_seqs <= 0 || p.n_seqs > 65535) return 0;
+  cuda_detail::DecodeLaunch l;
+  l.p = p;
+  l.plan = decode_plan(p);
+  return cuda_detail::mma_cluster_size(l);
+}
+
 int64_t decode_workspace_bytes(const DecodeCudaParams& p) {
   const DecodePlan plan = decode_plan(p);
   return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float) +
@@ -133,9 +141,13 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
   }
   l.counters = reinterpret_cast<int*>(l.ws_ml + 2 * (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts);
   if (decode_uses_tensor_cores(p)) {  // partials and their merge in one kernel (the last block of a row merges)
-    TKV_RETURN_IF_ERROR(device::cuda_status(
-        cudaMemsetAsync(l.counters, 0, (size_t)p.n_seqs * p.n_heads * sizeof(int), stream),
-        "[attention_cuda] counter reset"));
+    l.cluster = cuda_detail::mma_cluster_size(l);
+    if (p.merge_counters)  // the caller's counters: zero, and left zero by the kernel
+      l.counters = p.merge_counters;
+    else if (!l.cluster)
+      TKV_RETURN_IF_ERROR(device::cuda_status(
+          cudaMemsetAsync(l.counters, 0, (size_t)p.n_seqs * p.n_heads * sizeof(int), stream),
+          "[attention_cuda] counter reset"));
     return device::cuda_status(cuda_detail::launch_decode_turbo_mma(l, stream), "[attention_cuda] decode launch");
   }
   const cudaError_t e = !turbo ? cuda_detail::launch_decode_bf16(l, stream) : cuda_detail::launch_decode_turbo(l, stream);
