@@ -84,7 +84,6 @@ double copy_gbs() {
 int g_page = 16;         // --page: tokens per page
 bool g_shuffle = true;   // --no-shuffle: pages of a sequence in allocation order
 bool g_reset = false;    // --reset-counters: the tensor-core path resets its merge counters per call
-bool g_no_cluster = false;  // --no-cluster: the tensor-core path merges through counters, never a cluster
 
 // Read-only bandwidth: one kernel reading 2 GiB (no writes).
 double read_gbs() {
@@ -153,10 +152,7 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   p.partition_tokens = part;  // 0: auto
   // mma16 / mma8: the tensor-core kernel with 16 (1 block/SM) or 8 consumer warps per block
   const int mma_warps = kernels::decode_plan(p).mma_warps;
-  p.no_cluster = g_no_cluster;
-  const int cluster = kernels::decode_cluster_size(p);  // > 1: the merge through distributed shared memory
-  const std::string kernel = std::string(!kernels::decode_uses_tensor_cores(p) ? "fp32" : mma_warps == 16 ? "mma16" : "mma8") +
-                             (cluster ? "+cl" + std::to_string(cluster) : "");
+  const char* kernel = !kernels::decode_uses_tensor_cores(p) ? "fp32" : mma_warps == 16 ? "mma16" : "mma8";
   p.workspace_bytes = kernels::decode_workspace_bytes(p);
   p.workspace = dmalloc(p.workspace_bytes);
   if (!g_reset) {  // merge counters kept across calls, as an engine keeps them (zeroed once)
@@ -176,7 +172,7 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
     if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
   const double gbs = bytes / (us * 1e-6) / 1e9;
   std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok, %s%s)\n",
-              sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts, plan.partition_tokens, kernel.c_str(),
+              sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts, plan.partition_tokens, kernel,
               minb ? ", minb 3" : "");
   return {{"impl", "turbokv"}, {"scheme", sc.name}, {"batch", batch}, {"ctx", ctx}, {"us", us}, {"gbs", gbs},
           {"us_idle", us_idle},
@@ -239,7 +235,6 @@ int run(int argc, char** argv) {
     if (a == "--page" && i + 1 < argc) g_page = std::atoi(argv[++i]);
     if (a == "--no-shuffle") g_shuffle = false;
     if (a == "--reset-counters") g_reset = true;
-    if (a == "--no-cluster") g_no_cluster = true;
     if (a == "--no-copy") no_copy = true;
   }
   if (device::cuda_device_count() == 0) {

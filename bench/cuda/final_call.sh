@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Final H200 call of a run (15): the full run_h200.sh (tests, table, SDPA), the tensor-core
+# Final H200 call of a run (runs 15, 16): the full run_h200.sh (tests, table, SDPA), the tensor-core
 # cases with the cp.async kernel forced (TKV_MMA_CFG=0), and ncu with per-reason stall
 # counters at k8v3 B=8 x 32k. Carry dir in $TKV_CARRY; logs to $OUT.
 set -o pipefail

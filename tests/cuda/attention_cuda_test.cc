@@ -75,8 +75,7 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
 
 // Runs the GPU decode; returns bf16 out [n_seqs, n_heads, head_dim].
 std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0, bool general = false,
-                              bool* tensor_cores = nullptr, int sm_count = 0, int* mma_warps = nullptr,
-                              bool no_cluster = false, int* cluster = nullptr) {
+                              bool* tensor_cores = nullptr, int sm_count = 0, int* mma_warps = nullptr) {
   const HostPagedCache& h = pr.cache;
   DevicePagedCache dev;
   dev.upload(h);
@@ -97,8 +96,6 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
   p.sm_count = sm_count;
   if (tensor_cores) *tensor_cores = kernels::decode_uses_tensor_cores(p);
   if (mma_warps) *mma_warps = kernels::decode_plan(p).mma_warps;
-  p.no_cluster = no_cluster;
-  if (cluster) *cluster = kernels::decode_cluster_size(p);
   DeviceBuffer<uint8_t> ws(kernels::decode_workspace_bytes(p));
   ws.fill_bytes(0xab);  // garbage partials and merge counters: the call must not depend on them
   p.workspace = ws.get();
@@ -327,42 +324,6 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
         << name << ": same input, different bits";
     check_against_reference(pr, run_gpu(pr, 256, 0, false, nullptr, sms, &warps), name + "/p256 (8 warps)", true);
     EXPECT_EQ(warps, 8) << name << "/p256";
-    if (HasFatalFailure()) return;
-  }
-}
-
-// The cluster merge of the one-block-per-SM kernel (a row's 2..16 partitions one thread
-// block cluster, merged through distributed shared memory): 8 kv heads so the rows leave
-// 5 (3 sequences, ragged: partitions past a sequence's end exit) or 16 (one sequence)
-// partitions per row; auto and explicit splits; TMA and cp.async loads; against the
-// reference and beside the counter merge of the same kernel (no_cluster).
-TEST(AttentionCuda, MmaClusterMerge) {
-  TKV_SKIP_WITHOUT_GPU();
-  int sms = 0;
-  TKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  std::mt19937 rng(50);
-  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k4v2{false, 4, 2, false, 128};
-  struct Shape {
-    Case c;
-    std::vector<int32_t> lens;
-    int part;
-  };
-  for (const Shape& sh : {Shape{Case{k8v3, 8, 4, 16}, {9000, 20000, 8195}, 0}, Shape{Case{k8v3, 8, 4, 16}, {16391}, 0},
-                          Shape{Case{k4v2, 8, 4, 16}, {9000, 20000, 8195}, 0}, Shape{Case{k8v3, 8, 4, 8}, {16391}, 0},
-                          Shape{Case{k8v3, 2, 4, 16}, {9000, 20000, 8195}, 4096}}) {
-    const Problem pr = make_problem(sh.c, sh.lens, rng);
-    const std::string name = format_name(sh.c.f) + "/kv" + std::to_string(sh.c.n_kv_heads) + "/ps" +
-                             std::to_string(sh.c.page_size) + "/B" + std::to_string(sh.lens.size()) + "/part" +
-                             std::to_string(sh.part);
-    int warps = 0, cluster = 0;
-    const std::vector<uint16_t> a = run_gpu(pr, sh.part, 0, false, nullptr, sms, &warps, false, &cluster);
-    EXPECT_EQ(warps, 16) << name;
-    EXPECT_GT(cluster, 1) << name << ": the cluster merge was not taken";
-    check_against_reference(pr, a, name + "/cluster " + std::to_string(cluster), true);
-    int none = -1;
-    check_against_reference(pr, run_gpu(pr, sh.part, 0, false, nullptr, sms, nullptr, true, &none), name + "/counters",
-                            true);
-    EXPECT_EQ(none, 0) << name;
     if (HasFatalFailure()) return;
   }
 }

@@ -100,14 +100,6 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   return plan;
 }
 
-int decode_cluster_size(const DecodeCudaParams& p) {
-  if (!decode_uses_tensor_cores(p) || p.n_seqs <= 0 || p.n_seqs > 65535) return 0;
-  cuda_detail::DecodeLaunch l;
-  l.p = p;
-  l.plan = decode_plan(p);
-  return cuda_detail::mma_cluster_size(l);
-}
-
 int64_t decode_workspace_bytes(const DecodeCudaParams& p) {
   const DecodePlan plan = decode_plan(p);
   return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float) +
@@ -141,10 +133,9 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
   }
   l.counters = reinterpret_cast<int*>(l.ws_ml + 2 * (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts);
   if (decode_uses_tensor_cores(p)) {  // partials and their merge in one kernel (the last block of a row merges)
-    l.cluster = cuda_detail::mma_cluster_size(l);
     if (p.merge_counters)  // the caller's counters: zero, and left zero by the kernel
       l.counters = p.merge_counters;
-    else if (!l.cluster)
+    else
       TKV_RETURN_IF_ERROR(device::cuda_status(
           cudaMemsetAsync(l.counters, 0, (size_t)p.n_seqs * p.n_heads * sizeof(int), stream),
           "[attention_cuda] counter reset"));

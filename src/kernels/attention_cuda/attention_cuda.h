@@ -28,8 +28,6 @@ struct DecodeCudaParams {
   int sm_count = 132;          // multiprocessors, for the auto split
   int min_blocks_per_sm = 0;   // 3: registers capped for 3 blocks/SM (4-head tiles, d 128; k8v3/k8v4/k4v3/k4v2/bf16)
   bool general_kernel = false; // true: never the tensor-core path (the FP32 kernel every format has)
-  bool no_cluster = false;     // true: the tensor-core path merges through counters even where a
-                               // thread block cluster would (benchmarks and tests: the A/B)
   void* workspace = nullptr;   // >= decode_workspace_bytes(*this), device
   int64_t workspace_bytes = 0;
   // Optional (tensor-core path): >= n_seqs * n_heads ints of device memory kept for this
@@ -60,11 +58,6 @@ inline bool decode_uses_tensor_cores(const DecodeCudaParams& p) {
   return !f.bf16 && widths && f.head_dim == 128 && p.kv.n_kv_heads > 0 &&
          (p.n_heads / p.kv.n_kv_heads) % 4 == 0 && p.min_blocks_per_sm == 0 && !p.general_kernel;
 }
-// Tensor-core path, one block per SM: when a row's partitions (2..16) fit one thread block
-// cluster and the clusters one wave, they merge through distributed shared memory, so the
-// workspace partials and merge counters go unused. Returns that cluster size, else 0
-// (queries the device's cluster occupancy once per kernel).
-int decode_cluster_size(const DecodeCudaParams& p);
 // Workspace for the fp32 partials, n_seqs * n_heads * n_parts * (head_dim + 2) floats, and
 // n_seqs * n_heads int merge counters (reset by each call unless merge_counters is set).
 int64_t decode_workspace_bytes(const DecodeCudaParams& p);

@@ -18,15 +18,11 @@ struct DecodeLaunch {
   float inv_sqrt = 0.0f;              // 1/sqrt(head_dim) (turbo)
   int* counters = nullptr;            // [n_seqs, n_heads] zero at entry, zero at exit: partitions done per block row
                                       // (tensor-core path: its last block merges, no reduce kernel)
-  int cluster = 0;                    // tensor-core path: > 1 = the n_parts blocks of a row are one thread
-                                      // block cluster and merge through distributed shared memory (no counters)
 };
 
 cudaError_t launch_decode_turbo(const DecodeLaunch& l, cudaStream_t stream);
 // Tensor-core path (decode_turbo_mma_cuda.cu); only where decode_uses_tensor_cores(p).
 cudaError_t launch_decode_turbo_mma(const DecodeLaunch& l, cudaStream_t stream);
-// The cluster size launch_decode_turbo_mma will use for l (DecodeLaunch::cluster), 0 = the counters.
-int mma_cluster_size(const DecodeLaunch& l);
 cudaError_t launch_decode_bf16(const DecodeLaunch& l, cudaStream_t stream);
 // Merges partials; unrotate: turbo's inverse FWHT before 1/l.
 cudaError_t launch_decode_reduce(const DecodeLaunch& l, bool unrotate, cudaStream_t stream);

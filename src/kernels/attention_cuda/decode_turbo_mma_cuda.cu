@@ -12,7 +12,6 @@
 #include <cuda.h>  // CUtensorMap and its enums (the encode function comes from the runtime's driver entry point)
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -232,7 +231,7 @@ struct MmaLayout {
   // Room to align the K stages to 1024 bytes where it fits (TMA modes); else the base must be.
   static constexpr int kSlack = kMode == 0 ? 0 : kBytes + 1024 <= kBudget ? 1024 : 0;
   static constexpr int kDyn = kBytes + kSlack;
-  static_assert((kCW + 1) * kHeads * (kD + 2) * 4 <= kBar, "merge buffers and the cluster partial fit in the pipeline");
+  static_assert(kCW * kHeads * (kD + 2) * 4 <= kBar, "merge buffers fit in the pipeline");
   static_assert(kDyn <= kBudget, "kMinBlocks blocks per SM");
 };
 
@@ -298,12 +297,9 @@ __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\
 
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
 // m[i], l[i]: running max and this lane's weight sum of head hA + i (score-lane layout).
-// s_out null: to the workspace (the counter merge); else to s_out [kHeads][kD] + (m, l)
-// [kHeads][2] in this block's shared memory (the cluster merge reads it from there).
 template <int kCW, int kCT = 32 * kCW>
 __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* smem, const float (&acc)[8][4],
-                                              const float (&m)[2], float (&l)[2], int seq, int hq0, int part,
-                                              float* s_out) {
+                                              const float (&m)[2], float (&l)[2], int seq, int hq0, int part) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2, c = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {  // over the 8 token rows (lanes c, c^2 hold the same values)
@@ -338,11 +334,6 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
       const float cw = mw == -INFINITY ? 0.0f : fast_exp2(mw - mx);
       sum += s_acc[(w * kHeads + h) * kD + e] * cw;
       lsum += s_ml[2 * (w * kHeads + h) + 1] * cw;
-    }
-    if (s_out) {
-      s_out[h * kD + e] = sum;
-      if (e == 0) s_out[kHeads * kD + 2 * h] = mx, s_out[kHeads * kD + 2 * h + 1] = lsum;
-      continue;
     }
     const int64_t rec = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts + part;
     a.ws_acc[rec * kD + e] = sum;
@@ -380,59 +371,6 @@ __device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4],
   uint2 packed;
   packed.x = o[0] | (uint32_t)o[1] << 16, packed.y = o[2] | (uint32_t)o[3] << 16;
   *reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + head) * kD + 4 * lane) = packed;
-}
-
-constexpr int kMaxCluster = 16;  // the cluster merge: partitions per row (non-portable above 8)
-
-// The merge when the row's partitions are one thread block cluster (a.cluster): each
-// used block's partial waits in its shared memory (write_partial to s_out); after a
-// cluster barrier, warp w of rank r < nm = min(n_used, kHeads) merges head r + w nm from
-// every used peer's shared memory (distributed shared memory: no workspace, fence,
-// counter or L2 round trip), partitions in index order; a second barrier keeps the peers'
-// shared memory alive until the reads are done. Blocks past the sequence exited at entry
-// (exited threads count as arrived).
-template <int kCW>
-__device__ __forceinline__ void merge_in_cluster(const DecodeLaunch& a, const float* s_out, int seq, int hq0,
-                                                 int seq_len) {
-  const int n_used = (seq_len + a.plan.partition_tokens - 1) / a.plan.partition_tokens;  // <= the cluster size
-  cluster_arrive_release();  // this block's partial is in its shared memory
-  cluster_wait_acquire();    // and every used peer's
-  const int rank = (int)cluster_rank(), nm = min(n_used, kHeads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = rank + warp * nm;
-  if (rank < nm && h < kHeads) {
-    float2 ml[kMaxCluster];  // (m, l) of each partition, then (weight, l)
-    float mx = -INFINITY;
-#pragma unroll
-    for (int p = 0; p < kMaxCluster; ++p) {
-      if (p < n_used) {
-        ml[p] = ld_cluster_f2(cluster_map(s_out + kHeads * kD + 2 * h, p));
-        mx = fmaxf(mx, ml[p].x);
-      }
-    }
-    float l = 0.0f;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    constexpr int kBatch = 8;  // loads in flight per lane
-#pragma unroll
-    for (int p0 = 0; p0 < kMaxCluster; p0 += kBatch) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i)
-        if (p0 + i < n_used) v[i] = ld_cluster_f4(cluster_map(s_out + h * kD + 4 * lane, p0 + i));
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        if (p0 + i < n_used) {
-          const float2 mlp = ml[p0 + i];
-          const float w = mlp.x == -INFINITY ? 0.0f : exp2f(mlp.x - mx);
-          l += mlp.y * w;
-          acc.x += v[i].x * w, acc.y += v[i].y * w, acc.z += v[i].z * w, acc.w += v[i].w * w;
-        }
-      }
-    }
-    float x[4] = {acc.x, acc.y, acc.z, acc.w};
-    store_head(a, x, l, seq, hq0 + h, lane);
-  }
-  cluster_arrive_release();  // this block's reads of its peers are done
-  cluster_wait_acquire();
 }
 
 // The merge of decode_reduce_cuda.cu for the block's 4 heads, run by the last partition
@@ -701,13 +639,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   }
   if constexpr (kMode == 0) cp_async_wait<0>();
   consumer_sync<kCT>();  // the pipeline buffers become the cross-warp merge buffers
-  if (a.cluster > 1) {  // partial kept in shared memory, merged by the cluster
-    float* s_out = reinterpret_cast<float*>(smem) + kCW * kHeads * (kD + 2);
-    write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part, s_out);
-    merge_in_cluster<kCW>(a, s_out, seq, hq0, seq_len);
-    return;
-  }
-  write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part, nullptr);
+  write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part);
   constexpr int kWCap = L::kBar / (4 * kHeads);  // merge weights per head in the free pipeline
   merge_if_last<kCW>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
@@ -788,57 +720,8 @@ cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 
     }();
     if (attr != cudaSuccess) return attr;
   }
-  if (a.cluster <= 1) {
-    kern<<<grid, L::kThreads, L::kDyn, stream>>>(a, tm[0], tm[1]);
-    return cudaGetLastError();
-  }
-  if (a.cluster > 8) {  // non-portable cluster sizes (the H200 allows 16)
-    static const cudaError_t np = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (np != cudaSuccess) return np;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(L::kThreads);
-  cfg.dynamicSmemBytes = L::kDyn;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)a.cluster, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kern, a, tm[0], tm[1]);
-}
-
-// Clusters of size c of the 16-warp kernel that can be resident at once (0: none, or the
-// query failed), per cluster size, queried once.
-template <int KB, int VB>
-int max_active_clusters(int c) {
-  using L = MmaLayout<KB, VB, 1, 16>;
-  static const std::array<int, kMaxCluster + 1> table = [] {
-    std::array<int, kMaxCluster + 1> t{};
-    auto* kern = decode_turbo_mma_kernel<KB, VB, 1, 16>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kDyn) != cudaSuccess ||
-        cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return t;
-    }
-    for (int n = 2; n <= kMaxCluster; ++n) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(n, 1, 1);
-      cfg.blockDim = dim3(L::kThreads);
-      cfg.dynamicSmemBytes = L::kDyn;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = (unsigned)n, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      int k = 0;
-      if (cudaOccupancyMaxActiveClusters(&k, kern, &cfg) != cudaSuccess) (void)cudaGetLastError(), k = 0;
-      t[n] = k;
-    }
-    return t;
-  }();
-  return c >= 0 && c <= kMaxCluster ? table[c] : 0;
+  kern<<<grid, L::kThreads, L::kDyn, stream>>>(a, tm[0], tm[1]);
+  return cudaGetLastError();
 }
 
 // TKV_MMA_CFG=0 forces the cp.async kernel (benchmarking and tests only; docs/cuda-kernels.md).
@@ -851,19 +734,6 @@ bool force_cp_async() {
 }
 
 }  // namespace
-
-int mma_cluster_size(const DecodeLaunch& a) {
-  const PagedKv& kv = a.p.kv;
-  const int c = a.plan.n_parts;
-  if (a.p.no_cluster || a.plan.mma_warps != 16 || c < 2 || c > kMaxCluster) return 0;
-  const int64_t rows = (int64_t)a.p.n_seqs * kv.n_kv_heads * (a.p.n_heads / kv.n_kv_heads / kHeads);
-  int fit = 0;
-  if (kv.format.k_bits == 8)
-    fit = kv.format.v_bits == 3 ? max_active_clusters<8, 3>(c) : max_active_clusters<8, 4>(c);
-  else
-    fit = kv.format.v_bits == 3 ? max_active_clusters<4, 3>(c) : max_active_clusters<4, 2>(c);
-  return fit >= rows ? c : 0;  // every cluster in one wave, as the one-block-per-SM plan assumes
-}
 
 cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) {
   const PagedKv& kv = a.p.kv;
