@@ -295,6 +295,12 @@ __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t
 template <int CT>
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CT) : "memory"); }
 
+// Where dim e of head h sits in its row of the cross-warp merge buffer: bits 1-3 of e XOR
+// (e bits 5-6, h bit 1), so each of write_partial's stores (lane (r, c): dim 16r + 2j +
+// (c >> 1), head 2(c & 1)) hits 32 distinct banks (plain rows: 8-way conflicts), and 32
+// consecutive dims of one head stay a permutation of one bank row for the reads.
+__device__ __forceinline__ int acc_pos(int e, int h) { return e ^ (((e >> 5) & 3) << 1) ^ (((h >> 1) & 1) << 3); }
+
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
 // m[i], l[i]: running max and this lane's weight sum of head hA + i (score-lane layout).
 template <int kCW, int kCT = 32 * kCW>
@@ -307,14 +313,16 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
     l[i] += __shfl_xor_sync(kFull, l[i], 8);
     l[i] += __shfl_xor_sync(kFull, l[i], 16);
   }
-  float* s_acc = reinterpret_cast<float*>(smem);  // [kCW][kHeads][kD]
+  float* s_acc = reinterpret_cast<float*>(smem);  // [kCW][kHeads][kD], dims at acc_pos
   float* s_ml = s_acc + kCW * kHeads * kD;     // [kCW][kHeads][2]
-  if (c < 2) {  // columns 2c, 2c+1 are heads; c >= 2 hold duplicates
-    float* h0 = s_acc + (warp * kHeads + 2 * c) * kD;
+  {  // columns 2(c&1), +1 are heads (c >= 2 duplicate c - 2): lanes c < 2 store even dims, c >= 2 odd
+    const int hA = 2 * (c & 1), odd = c >> 1;
+    float* h0 = s_acc + (warp * kHeads + hA) * kD;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int e = 16 * r + 2 * j;
-      h0[e] = acc[j][0], h0[kD + e] = acc[j][1], h0[e + 1] = acc[j][2], h0[kD + e + 1] = acc[j][3];
+      const int e = 16 * r + 2 * j + odd;
+      h0[acc_pos(e, hA)] = odd ? acc[j][2] : acc[j][0];
+      h0[kD + acc_pos(e, hA + 1)] = odd ? acc[j][3] : acc[j][1];
     }
   }
   if (lane < 2) {  // lane c holds heads 2c, 2c+1
@@ -332,7 +340,7 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
     for (int w = 0; w < kCW; ++w) {
       const float mw = s_ml[2 * (w * kHeads + h)];
       const float cw = mw == -INFINITY ? 0.0f : fast_exp2(mw - mx);
-      sum += s_acc[(w * kHeads + h) * kD + e] * cw;
+      sum += s_acc[(w * kHeads + h) * kD + acc_pos(e, h)] * cw;
       lsum += s_ml[2 * (w * kHeads + h) + 1] * cw;
     }
     const int64_t rec = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts + part;
@@ -511,6 +519,12 @@ __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, 
   }
 }
 
+// Pair-table entry p: fp16x2 (centroid[p & m], centroid[p >> VB]).
+template <int VB>
+__device__ __forceinline__ uint32_t pair_entry(const float* centroids, int p) {
+  return h2_bits(__floats2half2_rn(centroids[p & ((1 << VB) - 1)], centroids[p >> VB]));
+}
+
 // Mode 0: one __syncthreads per tile. Mode 1: warps 0-3 consume, warp 4 produces: stage s
 // is "full" when the producer's arrival and its copies' bytes landed, "empty" when the 4
 // consumer warps arrived. Then the partial, and the merge by the row's last block.
@@ -529,12 +543,15 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     smem += pad;
   }
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
-  __shared__ uint32_t s_tab[1 << (2 * VB)];
+  constexpr int kTab = 1 << (2 * VB);
+  __shared__ uint32_t s_tab[kTab];
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // mode 1: full[stage], empty[stage]
   constexpr bool late_tab = kMode == 1;  // mode 1: the consumers build it while the first copies fly
   if (!late_tab)
-    for (int i = threadIdx.x; i < (1 << (2 * VB)); i += L::kThreads)
-      s_tab[i] = h2_bits(__floats2half2_rn(a.centroids[i & ((1 << VB) - 1)], a.centroids[i >> VB]));
+    for (int i = threadIdx.x; i < kTab; i += L::kThreads) s_tab[i] = pair_entry<VB>(a.centroids, i);
+  if constexpr (kMode == 1) {  // the descriptors' fetch overlaps the sequence / page-table loads below
+    if (threadIdx.x == L::kCT) tma_prefetch(&tm_k), tma_prefetch(&tm_v);
+  }
   const PagedKv& kv = a.p.kv;
   const int part = blockIdx.x, seq = blockIdx.z;
   const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / kHeads;
@@ -583,8 +600,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
       return;  // the consumers wait for every copy before the stages become merge buffers
     }
     if (late_tab) {  // consumers build the pair table while the first copies fly
-      for (int i = threadIdx.x; i < (1 << (2 * VB)); i += kCT)
-        s_tab[i] = h2_bits(__floats2half2_rn(a.centroids[i & ((1 << VB) - 1)], a.centroids[i >> VB]));
+      for (int i = threadIdx.x; i < kTab; i += kCT) s_tab[i] = pair_entry<VB>(a.centroids, i);
     }
   } else {
 #pragma unroll
