@@ -64,37 +64,6 @@ double median_us(F&& fn, int iters, bool flush = true, int warm = 3) {
   return 1e3 * ms[iters / 2];
 }
 
-void* dmalloc(int64_t bytes);
-
-// --timeline: one flushed call with DecodeCudaParams::timeline set; prints, in µs from the
-// first block's entry, min / p50 / max over blocks of each stamp, and the call's event time.
-template <class F>
-void print_timeline(kernels::DecodeCudaParams& p, const kernels::DecodePlan& plan, F&& call) {
-  const int64_t blocks = (int64_t)plan.n_parts * (p.n_heads / 4) * p.n_seqs;
-  const int64_t n = blocks * 8;
-  p.timeline = static_cast<unsigned long long*>(dmalloc(n * 8));
-  TKV_CUDA_CHECK(cudaMemset(p.timeline, 0, n * 8));
-  const double us = median_us(call, 1, true, 0);
-  std::vector<unsigned long long> t(n);
-  TKV_CUDA_CHECK(cudaMemcpy(t.data(), p.timeline, n * 8, cudaMemcpyDeviceToHost));
-  TKV_CUDA_CHECK(cudaFree(p.timeline));
-  p.timeline = nullptr;
-  unsigned long long t0 = ~0ull;
-  for (int64_t b = 0; b < blocks; ++b)
-    if (t[8 * b]) t0 = std::min(t0, t[8 * b]);
-  const char* names[6] = {"entry", "-", "loop end", "partial stored", "counted", "merged"};
-  std::printf("  timeline (call %.1f us, %lld blocks; us from the first entry: min / p50 / max):", us, (long long)blocks);
-  for (int k = 0; k < 6; ++k) {
-    std::vector<double> v;
-    for (int64_t b = 0; b < blocks; ++b)
-      if (t[8 * b + k]) v.push_back((t[8 * b + k] - t0) * 1e-3);
-    std::sort(v.begin(), v.end());
-    if (v.empty()) continue;
-    std::printf("  %s %.1f / %.1f / %.1f;", names[k], v.front(), v[v.size() / 2], v.back());
-  }
-  std::printf("\n");
-}
-
 void* dmalloc(int64_t bytes) {
   void* p = nullptr;
   TKV_CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(bytes, 16)));
@@ -115,7 +84,6 @@ double copy_gbs() {
 int g_page = 16;         // --page: tokens per page
 bool g_shuffle = true;   // --no-shuffle: pages of a sequence in allocation order
 bool g_reset = false;    // --reset-counters: the tensor-core path resets its merge counters per call
-bool g_timeline = false; // --timeline: one more flushed call with per-block stamps, their spread printed
 
 // Read-only bandwidth: one kernel reading 2 GiB (no writes).
 double read_gbs() {
@@ -200,7 +168,6 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   const double us_idle = median_us(call, iters, /*flush=*/false);  // + the host's launch latency
   const int64_t bytes = kernels::decode_bytes_read(p, lens.data());
   const kernels::DecodePlan plan = kernels::decode_plan(p);
-  if (g_timeline && kernels::decode_uses_tensor_cores(p)) print_timeline(p, plan, call);
   for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace, (void*)p.merge_counters})
     if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
   const double gbs = bytes / (us * 1e-6) / 1e9;
@@ -268,7 +235,6 @@ int run(int argc, char** argv) {
     if (a == "--page" && i + 1 < argc) g_page = std::atoi(argv[++i]);
     if (a == "--no-shuffle") g_shuffle = false;
     if (a == "--reset-counters") g_reset = true;
-    if (a == "--timeline") g_timeline = true;
     if (a == "--no-copy") no_copy = true;
   }
   if (device::cuda_device_count() == 0) {

@@ -37,12 +37,6 @@ struct DecodeCudaParams {
   // cudaMemsetAsync, ~2 us on the H200) is skipped. One stream at a time, like the
   // workspace. Null: the workspace's counters, reset by each call.
   int* merge_counters = nullptr;
-  // Diagnostics (tensor-core path; null in normal use): 8 %globaltimer stamps (ns) per block,
-  // blocks in grid order (partition fastest, then head tile, then sequence): entry, 0
-  // (reserved: a stamp inside the loop cost ~1 %), loop end, partial stored, counted,
-  // merged (the row's last block; else 0), %smid, 0. tkv_cuda_bench --timeline prints
-  // their spread.
-  unsigned long long* timeline = nullptr;
 };
 
 // The split the kernels will use: tokens per partition and partitions per sequence.

@@ -291,20 +291,6 @@ __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t
   return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
 }
 
-// Diagnostics: stamp k of this block (DecodeCudaParams::timeline), by thread 0.
-__device__ __forceinline__ void stamp(const DecodeLaunch& a, int k) {
-  if (a.p.timeline == nullptr || threadIdx.x != 0) return;
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  const int64_t b = ((int64_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  a.p.timeline[8 * b + k] = t;
-  if (k == 0) {
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    a.p.timeline[8 * b + 6] = sm;
-  }
-}
-
 // Barrier of the 4 consumer warps (named barrier 1: mode 1's producer warp has exited).
 template <int CT>
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CT) : "memory"); }
@@ -366,8 +352,7 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
 // The merged, still rotated row of one head (lane: dims 4 lane + i) to the output: the
 // inverse FWHT (quant::fwht_stages order: pairs in a lane, then across lanes by
 // shuffles), sign ⊙ /√D, 1/l, bf16.
-__device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4], float l, const float* signs, int seq,
-                                           int head, int lane) {
+__device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4], float l, int seq, int head, int lane) {
 #pragma unroll
   for (int st = 1; st < 4; st <<= 1) {  // stages 1, 2: pairs inside the lane
     float y[4];
@@ -388,7 +373,7 @@ __device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4],
   uint16_t o[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float u = quant::mul_rn(x[i], quant::mul_rn(a.inv_sqrt, signs[4 * lane + i]));
+    const float u = quant::mul_rn(x[i], quant::mul_rn(a.inv_sqrt, a.signs[4 * lane + i]));
     o[i] = f32_to_bf16(l > 0.0f ? u / l : 0.0f);
   }
   uint2 packed;
@@ -402,12 +387,11 @@ __device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4],
 // merges head hq0 + h, lane 4 dims: partitions in index order (deterministic whichever
 // block is last), then store_head.
 template <int kCW, int kCT = 32 * kCW>
-__device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w, int w_cap, const float* signs,
-                                              int seq, int hq0, int seq_len) {
+__device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w, int w_cap, int seq, int hq0,
+                                              int seq_len) {
   __shared__ int s_last;
   const int n_used = (seq_len + a.plan.partition_tokens - 1) / a.plan.partition_tokens;
   consumer_sync<kCT>();  // every consumer's partial stores issued
-  stamp(a, 3);
   if (threadIdx.x == 0) {  // one fence for the block's stores (after the barrier, cumulative), the count, then acquire
     __threadfence();
     // atomicInc wraps n_used - 1 to 0: the last block leaves the counter zero for the next call
@@ -416,7 +400,6 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
     if (s_last) __threadfence();
   }
   consumer_sync<kCT>();
-  stamp(a, 4);
   if (!s_last || threadIdx.x >= 32 * kHeads) return;  // warp h merges head h
   const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rec0 = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts;
@@ -468,8 +451,7 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
     }
   }
   float x[4] = {acc.x, acc.y, acc.z, acc.w};  // dims 4 lane + i
-  store_head(a, x, l, signs, seq, hq0 + h, lane);
-  stamp(a, 5);
+  store_head(a, x, l, seq, hq0 + h, lane);
 }
 
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
@@ -563,15 +545,10 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
   constexpr int kTab = 1 << (2 * VB);
   __shared__ uint32_t s_tab[kTab];
-  __shared__ float s_signs[kD];  // the merge's sign row, loaded early (a cold-L2 miss at the tail otherwise)
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // mode 1: full[stage], empty[stage]
   constexpr bool late_tab = kMode == 1;  // mode 1: the consumers build it while the first copies fly
   if (!late_tab)
-    for (int i = threadIdx.x; i < kTab + kD; i += L::kThreads) {
-      if (i < kTab) s_tab[i] = pair_entry<VB>(a.centroids, i);
-      else s_signs[i - kTab] = a.signs[i - kTab];
-    }
-  stamp(a, 0);
+    for (int i = threadIdx.x; i < kTab; i += L::kThreads) s_tab[i] = pair_entry<VB>(a.centroids, i);
   if constexpr (kMode == 1) {  // the descriptors' fetch overlaps the sequence / page-table loads below
     if (threadIdx.x == L::kCT) tma_prefetch(&tm_k), tma_prefetch(&tm_v);
   }
@@ -591,15 +568,6 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
   const TmaMaps tm{tm_k, tm_v};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
-  // Mode 1 producers: the slot pages of G tiles, one per lane (slot kCW it + i of the
-  // partition), the next G loaded ahead; the first ones before the barrier init.
-  constexpr int G = 32 / kCW;
-  auto slot_pages = [&](int tile) {
-    const int t = t_begin + 16 * (kCW * tile + lane);
-    return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
-  };
-  int32_t pg = 0, pg_next = 0;
-  if (kMode == 1 && warp >= kCW) pg = slot_pages(0), pg_next = slot_pages(G);
   if constexpr (kMode != 0) {
     if (threadIdx.x == 0) {
       for (int i = 0; i < kSt; ++i) mbar_init(bars + i, kPW), mbar_init(bars + kSt + i, kCW);
@@ -610,6 +578,13 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   if constexpr (kMode == 1) {
     if (warp >= kCW) {  // producer warp pw: its lane w < 4 issues slot 4 pw + w's copies of every tile
       const int pw = warp - kCW, slot = 4 * pw + (lane & 3), tok = 16 * slot;
+      // The slot pages of G tiles, one per lane (slot kCW it + i of the partition), the next G loaded ahead.
+      constexpr int G = 32 / kCW;
+      auto slot_pages = [&](int tile) {
+        const int t = t_begin + 16 * (kCW * tile + lane);
+        return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
+      };
+      int32_t pg = slot_pages(0), pg_next = slot_pages(G);
       for (int it = 0; it < n_tiles; ++it) {
         const int s = it % kSt, t0 = t_begin + it * kTok;
         if (it % G == 0 && it > 0) pg = pg_next, pg_next = slot_pages(it + G);
@@ -625,10 +600,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
       return;  // the consumers wait for every copy before the stages become merge buffers
     }
     if (late_tab) {  // consumers build the pair table while the first copies fly
-      for (int i = threadIdx.x; i < kTab + kD; i += kCT) {
-        if (i < kTab) s_tab[i] = pair_entry<VB>(a.centroids, i);
-        else s_signs[i - kTab] = a.signs[i - kTab];
-      }
+      for (int i = threadIdx.x; i < kTab; i += kCT) s_tab[i] = pair_entry<VB>(a.centroids, i);
     }
   } else {
 #pragma unroll
@@ -647,7 +619,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int tw = 16 * warp;
-  if (late_tab) consumer_sync<kCT>();  // the pair table and signs
+  if (late_tab) consumer_sync<kCT>();  // the pair table
   for (int it = 0; it < n_tiles; ++it) {
     const int cur = it % kSt;
     if constexpr (kMode == 1) {
@@ -683,10 +655,9 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   }
   if constexpr (kMode == 0) cp_async_wait<0>();
   consumer_sync<kCT>();  // the pipeline buffers become the cross-warp merge buffers
-  stamp(a, 2);
   write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part);
   constexpr int kWCap = L::kBar / (4 * kHeads);  // merge weights per head in the free pipeline
-  merge_if_last<kCW>(a, reinterpret_cast<float*>(smem), kWCap, s_signs, seq, hq0, seq_len);
+  merge_if_last<kCW>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
 
 // cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
