@@ -171,16 +171,14 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace, (void*)p.merge_counters})
     if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  const std::string merger = plan.merger ? ", merger " + std::to_string(plan.first_partition_tokens) : "";
-  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok%s, %s%s)\n",
-              sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts, plan.partition_tokens,
-              merger.c_str(), kernel, minb ? ", minb 3" : "");
+  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok, %s%s)\n",
+              sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts, plan.partition_tokens, kernel,
+              minb ? ", minb 3" : "");
   return {{"impl", "turbokv"}, {"scheme", sc.name}, {"batch", batch}, {"ctx", ctx}, {"us", us}, {"gbs", gbs},
           {"us_idle", us_idle},
           {"pct_copy", 100.0 * gbs / copy}, {"bytes", bytes}, {"n_parts", plan.n_parts},
           {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}, {"kernel", kernel},
-          {"counters", g_reset ? "reset per call" : "kept"},
-          {"first_partition_tokens", plan.first_partition_tokens}, {"merger", plan.merger}};
+          {"counters", g_reset ? "reset per call" : "kept"}};
 }
 
 nlohmann::json bench_encode(const Scheme& sc) {

@@ -75,8 +75,7 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
 
 // Runs the GPU decode; returns bf16 out [n_seqs, n_heads, head_dim].
 std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0, bool general = false,
-                              bool* tensor_cores = nullptr, int sm_count = 0, int* mma_warps = nullptr,
-                              bool* merger = nullptr) {
+                              bool* tensor_cores = nullptr, int sm_count = 0, int* mma_warps = nullptr) {
   const HostPagedCache& h = pr.cache;
   DevicePagedCache dev;
   dev.upload(h);
@@ -97,7 +96,6 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
   p.sm_count = sm_count;
   if (tensor_cores) *tensor_cores = kernels::decode_uses_tensor_cores(p);
   if (mma_warps) *mma_warps = kernels::decode_plan(p).mma_warps;
-  if (merger) *merger = kernels::decode_plan(p).merger;
   DeviceBuffer<uint8_t> ws(kernels::decode_workspace_bytes(p));
   ws.fill_bytes(0xab);  // garbage partials and merge counters: the call must not depend on them
   p.workspace = ws.get();
@@ -304,8 +302,7 @@ TEST(AttentionCuda, MmaManyPartitions) {
 // The tensor-core kernel's one-block-per-SM variant (16 consumer warps, 256-token stages),
 // which the planner picks when the grid is one wave of the GPU's SMs and the context is
 // >= 8192: ragged long sequences (some partitions past a sequence's end), TMA and cp.async
-// loads (page 16 / 8), the auto split (a longer partition 0 whose block merges the row:
-// 22 partitions here) and explicit splits (the last block merges); the 8-warp variant elsewhere.
+// loads (page 16 / 8), auto and explicit splits; the 8-warp variant elsewhere.
 TEST(AttentionCuda, MmaOneBlockPerSm) {
   TKV_SKIP_WITHOUT_GPU();
   int sms = 0;
@@ -317,11 +314,9 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
     const std::string name = format_name(c.f) + "/ps" + std::to_string(c.page_size) + "/1 block per SM";
     bool tc = false;
     int warps = 0;
-    bool merger = false;
-    const std::vector<uint16_t> a = run_gpu(pr, 0, 0, false, &tc, sms, &warps, &merger);
+    const std::vector<uint16_t> a = run_gpu(pr, 0, 0, false, &tc, sms, &warps);
     ASSERT_TRUE(tc);
     EXPECT_EQ(warps, 16) << name;
-    EXPECT_TRUE(merger) << name << ": the auto split should take the designated-merger plan";
     check_against_reference(pr, a, name + "/auto", true);
     check_against_reference(pr, run_gpu(pr, 20480, 0, false, nullptr, sms, &warps), name + "/1part", true);
     EXPECT_EQ(warps, 16) << name << "/1part";

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "base/status.h"
 #include "device/cuda_check.h"
@@ -24,17 +23,6 @@ constexpr int kMaxPart = 4096;
 constexpr int kMaxMmaPart = 16384;  // tensor-core path: longest partition
 constexpr int kBlocksPerSm = 16;   // target grid: several waves of resident blocks
 constexpr int kOneWaveMinLen = 8192;  // tensor-core path: 1 block/SM from this context up (shorter: 8-warp blocks won)
-
-// Tokens partition 0 leads the others by in the merger plan (TKV_MMA_LEAD, read once: < 0
-// turns the merger off; benchmarking only, no API). Default 512: two 256-token stages.
-int merger_lead() {
-  static const int lead = [] {
-    const char* e = std::getenv("TKV_MMA_LEAD");
-    const int v = e ? std::atoi(e) : 512;
-    return v < 0 ? -1 : v / kPartAlign * kPartAlign;
-  }();
-  return lead;
-}
 
 int heads_per_block(int gqa) { return gqa % 4 == 0 ? 4 : gqa % 2 == 0 ? 2 : 1; }
 
@@ -65,36 +53,9 @@ Status validate(const DecodeCudaParams& p) {
   return Status();
 }
 
-DecodePlan plan_split(const DecodeCudaParams& p, bool allow_merger);
-
-// Multiprocessors of the current device (0 if the query fails), cached per device.
-int device_sm_count() {
-  static int cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return (void)cudaGetLastError(), 0;
-  if (!cache[dev] && cudaDeviceGetAttribute(&cache[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    (void)cudaGetLastError(), cache[dev] = 0;
-  return cache[dev];
-}
-
-// The plan a call runs: the merger's block waits for its row's other blocks, so it needs
-// them to get SMs while every merger holds one: more SMs than mergers (rows). decode_plan
-// sizes by p.sm_count; a device with far fewer SMs than that gets the plan without merger.
-DecodePlan launch_plan(const DecodeCudaParams& p) {
-  DecodePlan plan = plan_split(p, merger_lead() >= 0);
-  if (plan.merger) {
-    const int64_t rows = (int64_t)p.n_seqs * p.kv.n_kv_heads * (p.n_heads / p.kv.n_kv_heads / plan.query_heads_per_block);
-    if (device_sm_count() <= rows) plan = plan_split(p, false);
-  }
-  return plan;
-}
-
 }  // namespace
 
-DecodePlan decode_plan(const DecodeCudaParams& p) { return plan_split(p, merger_lead() >= 0); }
-
-namespace {
-DecodePlan plan_split(const DecodeCudaParams& p, bool allow_merger) {
+DecodePlan decode_plan(const DecodeCudaParams& p) {
   DecodePlan plan;
   const int gqa = p.kv.n_kv_heads > 0 ? std::max(1, p.n_heads / p.kv.n_kv_heads) : 1;
   plan.query_heads_per_block = heads_per_block(gqa);
@@ -110,15 +71,6 @@ DecodePlan plan_split(const DecodeCudaParams& p, bool allow_merger) {
     // docs/bench/cuda.md); 16-token slots per warp, 256-token stages.
     const int n = std::max<int64_t>(1, sms / blocks);
     part = ((len + n - 1) / n + 255) / 256 * 256;
-    if (allow_merger && n >= 2 && n <= 32) {  // <= 32: merge_as_merger reads one (m, l) per lane
-      // Designated merger: partition 0 is longer by the lead, so the other partitions end
-      // first and their partials and counts land while it streams its last tokens; its
-      // block then merges them with its own state (no partial write, no count of its own).
-      const int lead = merger_lead();
-      part = std::max(kPartAlign, (std::max(0, len - lead) + n - 1) / n + kPartAlign - 1) / kPartAlign * kPartAlign;
-      plan.merger = true;
-      plan.first_partition_tokens = part + lead;
-    }
   } else if (part <= 0 && tc) {
     // Whole waves of 8-warp blocks, 2 per SM, each streaming ceil(part/128) stages, plus
     // about 2 x 64 tokens of fixed cost (pipeline fill, partial write, its share of the
@@ -143,19 +95,14 @@ DecodePlan plan_split(const DecodeCudaParams& p, bool allow_merger) {
     part = (part + kPartAlign - 1) / kPartAlign * kPartAlign;
   }
   plan.partition_tokens = part;
-  if (!plan.merger) plan.first_partition_tokens = part;
-  const int first = plan.first_partition_tokens;
-  plan.n_parts = len <= first ? 1 : 1 + (len - first + part - 1) / part;
+  plan.n_parts = (len + part - 1) / part;
   if (tc) plan.mma_warps = blocks * plan.n_parts <= sms && len >= kOneWaveMinLen ? 16 : 8;
-  if (plan.mma_warps != 16 || plan.n_parts < 2) plan.merger = false, plan.first_partition_tokens = part;
-  if (!plan.merger) plan.n_parts = (len + part - 1) / part;
   return plan;
 }
-}  // namespace
 
 int64_t decode_workspace_bytes(const DecodeCudaParams& p) {
-  const int n_parts = std::max(plan_split(p, true).n_parts, plan_split(p, false).n_parts);  // either launch_plan
-  return (int64_t)p.n_seqs * p.n_heads * n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float) +
+  const DecodePlan plan = decode_plan(p);
+  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float) +
          (int64_t)p.n_seqs * p.n_heads * (int64_t)sizeof(int);  // + the merge counters
 }
 
@@ -173,7 +120,7 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
   TKV_RETURN_IF_ERROR(validate(p));
   cuda_detail::DecodeLaunch l;
   l.p = p;
-  l.plan = launch_plan(p);
+  l.plan = decode_plan(p);
   l.q_scale = p.softmax_scale * 1.4426950408889634f;
   l.ws_acc = static_cast<float*>(p.workspace);
   l.ws_ml = l.ws_acc + (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts * p.kv.format.head_dim;

@@ -46,11 +46,6 @@ struct DecodePlan {
   int query_heads_per_block = 0;  // GQA heads sharing each K/V load (1, 2 or 4)
   int mma_warps = 0;  // tensor-core path: consumer warps per block, 16 (one block per SM, the grid one
                       // wave) or 8 (two per SM); 0 elsewhere
-  // Tokens of partition 0; partition p >= 1 covers [first + (p-1) partition_tokens, + partition_tokens).
-  // Equal to partition_tokens except with merger: then partition 0 is longer by a lead, its block
-  // merges the row (the others finish first, their partials are ready when it ends its loop).
-  int first_partition_tokens = 0;
-  bool merger = false;  // tensor-core path, 16-warp one-wave grid, n_parts >= 2
 };
 DecodePlan decode_plan(const DecodeCudaParams& p);
 // True when decode_attention_cuda takes the tensor-core path: turbo k8v3/k8v4 (signed or

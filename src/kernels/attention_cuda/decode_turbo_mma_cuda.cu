@@ -231,7 +231,7 @@ struct MmaLayout {
   // Room to align the K stages to 1024 bytes where it fits (TMA modes); else the base must be.
   static constexpr int kSlack = kMode == 0 ? 0 : kBytes + 1024 <= kBudget ? 1024 : 0;
   static constexpr int kDyn = kBytes + kSlack;
-  static_assert((kCW + 1) * kHeads * (kD + 2) * 4 <= kBar, "merge buffers and the merger's partial fit in the pipeline");
+  static_assert(kCW * kHeads * (kD + 2) * 4 <= kBar, "merge buffers fit in the pipeline");
   static_assert(kDyn <= kBudget, "kMinBlocks blocks per SM");
 };
 
@@ -303,12 +303,9 @@ __device__ __forceinline__ int acc_pos(int e, int h) { return e ^ (((e >> 5) & 3
 
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
 // m[i], l[i]: running max and this lane's weight sum of head hA + i (score-lane layout).
-// s_out null: to the workspace; else to s_out [kHeads][kD] and (m, l) [kHeads][2] in shared
-// memory (the designated merger keeps its own partial there).
 template <int kCW, int kCT = 32 * kCW>
 __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* smem, const float (&acc)[8][4],
-                                              const float (&m)[2], float (&l)[2], int seq, int hq0, int part,
-                                              float* s_out) {
+                                              const float (&m)[2], float (&l)[2], int seq, int hq0, int part) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2, c = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {  // over the 8 token rows (lanes c, c^2 hold the same values)
@@ -345,11 +342,6 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
       const float cw = mw == -INFINITY ? 0.0f : fast_exp2(mw - mx);
       sum += s_acc[(w * kHeads + h) * kD + acc_pos(e, h)] * cw;
       lsum += s_ml[2 * (w * kHeads + h) + 1] * cw;
-    }
-    if (s_out) {
-      s_out[h * kD + e] = sum;
-      if (e == 0) s_out[kHeads * kD + 2 * h] = mx, s_out[kHeads * kD + 2 * h + 1] = lsum;
-      continue;
     }
     const int64_t rec = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts + part;
     a.ws_acc[rec * kD + e] = sum;
@@ -389,18 +381,6 @@ __device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4],
   *reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + head) * kD + 4 * lane) = packed;
 }
 
-// Partitions of a row holding tokens (partition 0 spans first_partition_tokens).
-__device__ __forceinline__ int parts_used(const DecodeLaunch& a, int seq_len) {
-  const int first = a.plan.first_partition_tokens, part = a.plan.partition_tokens;
-  return seq_len <= first ? 1 : 1 + (seq_len - first + part - 1) / part;
-}
-
-__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // The merge of decode_reduce_cuda.cu for the block's 4 heads, run by the last partition
 // block of the (sequence, head tile) to finish (threadFenceReduction pattern: partials
 // stored, fence, count; the block that counts n_used reads them all through L2). Warp h
@@ -410,15 +390,8 @@ template <int kCW, int kCT = 32 * kCW>
 __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w, int w_cap, int seq, int hq0,
                                               int seq_len) {
   __shared__ int s_last;
-  const int n_used = parts_used(a, seq_len);
+  const int n_used = (seq_len + a.plan.partition_tokens - 1) / a.plan.partition_tokens;
   consumer_sync<kCT>();  // every consumer's partial stores issued
-  if (a.plan.merger) {  // partition 0's block merges (merge_as_merger): fence and count, no more
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(reinterpret_cast<unsigned*>(a.counters) + (int64_t)seq * gridDim.y + blockIdx.y, 1u);
-    }
-    return;
-  }
   if (threadIdx.x == 0) {  // one fence for the block's stores (after the barrier, cumulative), the count, then acquire
     __threadfence();
     // atomicInc wraps n_used - 1 to 0: the last block leaves the counter zero for the next call
@@ -478,63 +451,6 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
     }
   }
   float x[4] = {acc.x, acc.y, acc.z, acc.w};  // dims 4 lane + i
-  store_head(a, x, l, seq, hq0 + h, lane);
-}
-
-// The designated merger (plan.merger: partition 0, which leads the others by
-// first_partition_tokens - partition_tokens tokens, so their partials are usually stored
-// and counted when it ends its loop). Its own partial waits in s_out (write_partial);
-// thread 0 waits for the row's other n_used - 1 counts (acquire) and zeroes the counter for
-// the next call (every other block has counted: it is this block's alone); warp h merges
-// head h: its own partial, then partitions 1.. in index order from L2 (the (m, l) one per
-// lane and the first 8 partials' rows issued together), store_head.
-template <int kCW, int kCT = 32 * kCW>
-__device__ __forceinline__ void merge_as_merger(const DecodeLaunch& a, const float* s_out, int seq, int hq0,
-                                                int seq_len) {
-  const int n_used = parts_used(a, seq_len), n_oth = n_used - 1;  // <= 31 (one-wave grids: <= SMs / 2)
-  consumer_sync<kCT>();  // s_out complete
-  if (threadIdx.x == 0 && n_oth > 0) {
-    unsigned* ctr = reinterpret_cast<unsigned*>(a.counters) + (int64_t)seq * gridDim.y + blockIdx.y;
-    while (ld_acquire_gpu(ctr) < (unsigned)n_oth) __nanosleep(32);
-    *ctr = 0u;
-    __threadfence();
-  }
-  consumer_sync<kCT>();
-  if (threadIdx.x >= 32 * kHeads) return;
-  const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t rec0 = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts;
-  const float2* ml = reinterpret_cast<const float2*>(a.ws_ml) + rec0;
-  const float4* pa = reinterpret_cast<const float4*>(a.ws_acc + rec0 * kD) + lane;
-  constexpr int kBatch = 8;
-  float4 v[kBatch];
-#pragma unroll
-  for (int i = 0; i < kBatch; ++i) v[i] = i < n_oth ? __ldcg(pa + (int64_t)(1 + i) * (kD / 4)) : make_float4(0, 0, 0, 0);
-  const float2 mlp = lane < n_oth ? __ldcg(&ml[1 + lane]) : make_float2(-INFINITY, 0.0f);
-  const float m0 = s_out[kHeads * kD + 2 * h], l0 = s_out[kHeads * kD + 2 * h + 1];
-  float mx = fmaxf(m0, mlp.x);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
-  const float w_lane = mlp.x == -INFINITY ? 0.0f : exp2f(mlp.x - mx);  // weight of partition 1 + lane
-  float lo = mlp.y * w_lane;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) lo += __shfl_xor_sync(kFull, lo, off);
-  const float w0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - mx);
-  const float l = l0 * w0 + lo;
-  const float4 own = *reinterpret_cast<const float4*>(s_out + h * kD + 4 * lane);
-  float4 acc = make_float4(own.x * w0, own.y * w0, own.z * w0, own.w * w0);
-  for (int p0 = 0; p0 < n_oth; p0 += kBatch) {
-    if (p0 > 0) {
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i)
-        v[i] = p0 + i < n_oth ? __ldcg(pa + (int64_t)(1 + p0 + i) * (kD / 4)) : make_float4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const float w = __shfl_sync(kFull, w_lane, (p0 + i) & 31);
-      if (p0 + i < n_oth) acc.x += v[i].x * w, acc.y += v[i].y * w, acc.z += v[i].z * w, acc.w += v[i].w * w;
-    }
-  }
-  float x[4] = {acc.x, acc.y, acc.z, acc.w};
   store_head(a, x, l, seq, hq0 + h, lane);
 }
 
@@ -640,14 +556,13 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   const int part = blockIdx.x, seq = blockIdx.z;
   const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / kHeads;
   const int kvh = blockIdx.y / n_tiles_h, hq0 = kvh * gqa + (blockIdx.y % n_tiles_h) * kHeads;
-  const int first = a.plan.first_partition_tokens;
-  const int seq_len = kv.seq_lens[seq], t_begin = part == 0 ? 0 : first + (part - 1) * a.plan.partition_tokens;
+  const int seq_len = kv.seq_lens[seq], t_begin = part * a.plan.partition_tokens;
   if (t_begin >= seq_len) {  // uniform per block: the merge ignores this partition
     if (seq_len == 0 && part == 0 && threadIdx.x < kHeads * kD / 4)  // an empty sequence attends to nothing: zeros
       reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + hq0) * kD)[threadIdx.x] = make_uint2(0u, 0u);
     return;
   }
-  const int t_end = min(seq_len, t_begin + (part == 0 ? first : a.plan.partition_tokens));
+  const int t_end = min(seq_len, t_begin + a.plan.partition_tokens);
   const int32_t* pages = kv.page_indices + kv.page_indptr[seq];
   const int ps_shift = __ffs(kv.page_size) - 1;
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
@@ -740,13 +655,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   }
   if constexpr (kMode == 0) cp_async_wait<0>();
   consumer_sync<kCT>();  // the pipeline buffers become the cross-warp merge buffers
-  if (a.plan.merger && part == 0) {  // partial kept in shared memory, past the cross-warp buffers
-    float* s_out = reinterpret_cast<float*>(smem) + kCW * kHeads * (kD + 2);
-    write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part, s_out);
-    merge_as_merger<kCW>(a, s_out, seq, hq0, seq_len);
-    return;
-  }
-  write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part, nullptr);
+  write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part);
   constexpr int kWCap = L::kBar / (4 * kHeads);  // merge weights per head in the free pipeline
   merge_if_last<kCW>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
