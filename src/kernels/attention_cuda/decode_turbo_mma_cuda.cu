@@ -1,4 +1,4 @@
-// Tensor-core fast path of the fused TurboQuant decode (k8v3/k8v4, head_dim 128, GQA
+// Tensor-core fast path of the fused TurboQuant decode (k8v3/k8v4/k4v3/k4v2, head_dim 128, GQA
 // tiles of 4 query heads): Q·K by int8 mma.sync m16n8k32 on the stored key bytes and q as
 // 16-bit integers in hi/lo int8 columns (group scale/zero applied after: s = Σ_g s_g (Σ idx q
 // + z_g Σ q)), P·V by mma.sync m16n8k16 f16 with fp16 P and centroid·scale V (rotated
@@ -9,17 +9,15 @@
 // of each (sequence, head tile) merges the partials (no reduce kernel). Error model and
 // tolerance: tests/cuda/attention_cuda_test.cc;
 // layout and design: docs/cuda-kernels.md. Formats: src/quant/turbo_k.h, turbo_v.h, bitpack.h.
-#include <cuda.h>  // CUtensorMap and its enums (the encode function comes from the runtime's driver entry point)
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <type_traits>
-#include <unordered_map>
 
 #include "kernels/attention_cuda/decode_common.cuh"
+#include "kernels/attention_cuda/tma_maps.h"
 #include "quant/kv_math.h"
 
 namespace tkv::kernels::cuda_detail {
@@ -660,67 +658,6 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   merge_if_last<kCW>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiledFn encode_tiled_fn() {
-  static const EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess) (void)cudaGetLastError();  // not sticky; keep it out of the launch's error
-    return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiledFn>(f) : nullptr;
-  }();
-  return fn;
-}
-
-// A plane of head-major pages [page][kv head][offset][row_bytes] as uint8 {row_bytes,
-// page_size, page * n_kv + kv head}, box 16 consecutive rows of one (page, kv head).
-// The (page, kv head) extent is not in PagedKv, and every box the kernel issues lies
-// inside a mapped page, so the map spans int32 coordinates (capped at 2^41 bytes).
-bool encode_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_bytes, int page_size,
-                 CUtensorMapSwizzle sw) {
-  const cuuint64_t block = (cuuint64_t)row_bytes * page_size;  // bytes of one (page, kv head)
-  const cuuint64_t n_blocks = std::min<cuuint64_t>(0x7fffffffu, (cuuint64_t(1) << 41) / block);
-  const cuuint64_t dims[3] = {(cuuint64_t)row_bytes, (cuuint64_t)page_size, n_blocks};
-  const cuuint64_t strides[2] = {(cuuint64_t)row_bytes, block};
-  const cuuint32_t box[3] = {(cuuint32_t)row_bytes, 16, 1}, es[3] = {1, 1, 1};
-  return fn(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box, es,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// encode_rows through a per-thread cache: a map depends only on (base, row bytes, page
-// size, swizzle), so a cache plane reuses its maps on every decode step (the encode is
-// host work of a few microseconds on the launch path). Bounded: cleared past 4096 maps.
-bool cached_rows(EncodeTiledFn fn, CUtensorMap* m, const void* base, int row_bytes, int page_size,
-                 CUtensorMapSwizzle sw) {
-  struct Key {
-    const void* base;
-    int row_bytes, page_size, sw;
-    bool operator==(const Key& o) const {
-      return base == o.base && row_bytes == o.row_bytes && page_size == o.page_size && sw == o.sw;
-    }
-  };
-  struct Hash {
-    size_t operator()(const Key& k) const {
-      return std::hash<const void*>()(k.base) ^ ((size_t)k.row_bytes << 40) ^ ((size_t)k.page_size << 20) ^ k.sw;
-    }
-  };
-  thread_local std::unordered_map<Key, CUtensorMap, Hash> cache;
-  const Key key{base, row_bytes, page_size, (int)sw};
-  if (const auto it = cache.find(key); it != cache.end()) {
-    *m = it->second;
-    return true;
-  }
-  if (!encode_rows(fn, m, base, row_bytes, page_size, sw)) return false;
-  if (cache.size() >= 4096) cache.clear();
-  cache.emplace(key, *m);
-  return true;
-}
-
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
 template <int KB, int VB, int kMode, int CW>
@@ -759,12 +696,11 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   // TMA/bulk copies where the cache allows them (page_size >= 16, 16-byte aligned planes,
   // the encode entry point found); else the cp.async kernel.
   CUtensorMap tm[2] = {};
-  const EncodeTiledFn fn = force_cp_async() ? nullptr : encode_tiled_fn();
-  const bool tma = fn && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
+  const bool tma = !force_cp_async() && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
                    aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
-                   cached_rows(fn, &tm[0], kv.k_data, kD * kv.format.k_bits / 8, kv.page_size,
+                   paged_rows_map(&tm[0], kv.k_data, kD * kv.format.k_bits / 8, kv.page_size,
                                kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B) &&
-                   cached_rows(fn, &tm[1], kv.v_data, vr, kv.page_size, CU_TENSOR_MAP_SWIZZLE_NONE);
+                   paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, CU_TENSOR_MAP_SWIZZLE_NONE);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
     static int printed = 0;
