@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interleaved A/B of several tkv_cuda_bench binaries (name=path ...) on the shapes in
 # $TKV_AB_SHAPES ("scheme batch ctx;..."), $TKV_AB_ROUNDS rounds (2), one process per
-# binary and shape; then, with $TKV_AB_NCU, Nsight Compute shared-memory wavefronts and
+# binary and shape (extra bench flags in $TKV_AB_ARGS); then, with $TKV_AB_NCU, Nsight Compute shared-memory wavefronts and
 # bank conflicts of each binary at k8v3 B=8 x 32k. Log: $OUT/ab.txt, $OUT/ab-ncu.txt.
 set -o pipefail
 C=${TKV_CARRY:-build/h-cuda2-carry}
@@ -13,7 +13,7 @@ for round in $(seq 1 ${TKV_AB_ROUNDS:-2}); do
     set -- $shape
     for bin in $TKV_AB_BINS; do
       name=${bin%%=*}; path=${bin#*=}
-      line=$(timeout 60 $path --scheme $1 --batch $2 --ctx $3 --no-encode --no-copy --out /tmp/ab.json 2>&1 | grep "^turbokv")
+      line=$(timeout 60 $path --scheme $1 --batch $2 --ctx $3 --no-encode --no-copy ${TKV_AB_ARGS:-} --out /tmp/ab.json 2>&1 | grep "^turbokv")
       echo "round $round  $name  $line"
     done
   done

@@ -81,7 +81,7 @@ double copy_gbs() {
   return 2.0 * n / (us * 1e-6) / 1e9;
 }
 
-int g_page = 16;         // --page: tokens per page
+int g_page = 64;         // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
 bool g_shuffle = true;   // --no-shuffle: pages of a sequence in allocation order
 bool g_reset = false;    // --reset-counters: the tensor-core path resets its merge counters per call
 
@@ -171,14 +171,14 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace, (void*)p.merge_counters})
     if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok, %s%s)\n",
+  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok, %s%s, page %d)\n",
               sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts, plan.partition_tokens, kernel,
-              minb ? ", minb 3" : "");
+              minb ? ", minb 3" : "", g_page);
   return {{"impl", "turbokv"}, {"scheme", sc.name}, {"batch", batch}, {"ctx", ctx}, {"us", us}, {"gbs", gbs},
           {"us_idle", us_idle},
           {"pct_copy", 100.0 * gbs / copy}, {"bytes", bytes}, {"n_parts", plan.n_parts},
           {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}, {"kernel", kernel},
-          {"counters", g_reset ? "reset per call" : "kept"}};
+          {"counters", g_reset ? "reset per call" : "kept"}, {"page", g_page}};
 }
 
 nlohmann::json bench_encode(const Scheme& sc) {
@@ -250,7 +250,7 @@ int run(int argc, char** argv) {
                                        {"k4v3", {false, 4, 3, true, 128}}, {"k4v2", {false, 4, 2, true, 128}},
                                        {"bf16", {true, 16, 16, false, 128}}};
   nlohmann::json j = {{"gpu", prop.name}, {"copy_gbs", copy}, {"read_gbs", rd}, {"rows", nlohmann::json::array()},
-                      {"encode", nlohmann::json::array()}, {"shape", "n_heads 32, n_kv_heads 8, head_dim 128, page 16"}};
+                      {"encode", nlohmann::json::array()}, {"shape", "n_heads 32, n_kv_heads 8, head_dim 128, page " + std::to_string(g_page)}};
   for (const Scheme& sc : schemes) {
     const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 8, 32};
     const std::vector<int> ctxs = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{4096, 32768, 131072};

@@ -7,6 +7,7 @@ B=${1:-build/h-cuda2}
 C=${2:-build/h-cuda2-carry}
 rm -rf $C && mkdir -p $C/bin $C/lib $C/shared/goldens
 cp $B/tests/cuda/kvcodec_cuda_test $B/tests/cuda/attention_cuda_test $B/bench/cuda/tkv_cuda_bench $C/bin/
+[ -f $B/bench/cuda/tkv_read_bw ] && cp $B/bench/cuda/tkv_read_bw $C/bin/
 cp -L /lib/x86_64-linux-gnu/libfmt.so.9 /usr/local/cuda/lib/libcudart.so.13 $C/lib/
 cp ../shared/goldens/turboquant_vectors.json $C/shared/goldens/
 du -sh $C

@@ -271,7 +271,8 @@ TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
   const PagedKvFormat k4v3{false, 4, 3, false, 128}, k4v2{false, 4, 2, false, 128};
   for (const Case& c : {Case{k8v3, 2, 4, 8}, Case{k8v4, 2, 4, 8}, Case{k8v3, 2, 4, 32}, Case{k8v4, 2, 8, 64},
                         Case{k8v3, 3, 4, 16}, Case{k8uv4, 1, 4, 16}, Case{k8v4, 3, 4, 32}, Case{k4v3, 2, 4, 8},
-                        Case{k4v2, 3, 4, 16}, Case{k4v3, 2, 8, 32}}) {
+                        Case{k4v2, 3, 4, 16}, Case{k4v3, 2, 8, 32}, Case{k8v3, 2, 4, 64}, Case{k8v3, 3, 4, 128},
+                        Case{k4v2, 2, 4, 256}, Case{k4v3, 1, 8, 64}}) {  // >= 64: one copy per page and plane
     run_case(c, rng);
     if (HasFatalFailure()) return;
   }
@@ -309,7 +310,8 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
   TKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::mt19937 rng(49);
   const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128}, k4v2{false, 4, 2, false, 128};
-  for (const Case& c : {Case{k8v3, 2, 4, 16}, Case{k8v4, 2, 4, 16}, Case{k8v3, 2, 4, 8}, Case{k4v2, 2, 4, 16}}) {
+  for (const Case& c : {Case{k8v3, 2, 4, 16}, Case{k8v4, 2, 4, 16}, Case{k8v3, 2, 4, 8}, Case{k4v2, 2, 4, 16},
+                        Case{k8v3, 2, 4, 64}}) {
     const Problem pr = make_problem(c, {9000, 20000, 8195}, rng);
     const std::string name = format_name(c.f) + "/ps" + std::to_string(c.page_size) + "/1 block per SM";
     bool tc = false;

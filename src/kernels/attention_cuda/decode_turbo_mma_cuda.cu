@@ -238,19 +238,20 @@ struct TmaMaps {
   const CUtensorMap& v;
 };
 
-// TMA copies of one warp slot (16 consecutive tokens from t, one page) into stage planes
-// kst/vst/sst at token row tok, completing on bar (which expects L::slot_bytes() per slot).
-template <class L>
-__device__ __forceinline__ void issue_slot_copies(const PagedKv& kv, const TmaMaps& tm, uint8_t* kst, uint8_t* vst,
-                                                  uint8_t* sst, int tok, int t, int32_t page, int kvh, uint64_t* bar) {
-  const int off = t & (kv.page_size - 1);     // a multiple of 16
+// TMA copies of kRows consecutive tokens from t in one page (a warp slot of 16, or with
+// page_size >= 64 the 4 slots of a producer warp: the maps' box has kRows rows) into stage
+// planes kst/vst/sst at token row tok, completing on bar (kRows / 16 slot_bytes() expected).
+template <class L, int kRows>
+__device__ __forceinline__ void issue_copies(const PagedKv& kv, const TmaMaps& tm, uint8_t* kst, uint8_t* vst,
+                                             uint8_t* sst, int tok, int t, int32_t page, int kvh, uint64_t* bar) {
+  const int off = t & (kv.page_size - 1);     // a multiple of kRows
   const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
   const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, off);
   tma_load_3d(kst + tok * L::kKr, &tm.k, 0, off, pk, bar);
   tma_load_3d(vst + tok * L::kVr, &tm.v, 0, off, pk, bar);
-  bulk_load(sst + tok * L::kSr, kv.k_scale + row * 4, 16 * L::kSr, bar);
-  bulk_load(sst + L::kS + tok * L::kSr, kv.k_zero + row * 4, 16 * L::kSr, bar);
-  bulk_load(sst + 2 * L::kS + tok * L::kSr, kv.v_scale + row * 4, 16 * L::kSr, bar);
+  bulk_load(sst + tok * L::kSr, kv.k_scale + row * 4, kRows * L::kSr, bar);
+  bulk_load(sst + L::kS + tok * L::kSr, kv.k_zero + row * 4, kRows * L::kSr, bar);
+  bulk_load(sst + 2 * L::kS + tok * L::kSr, kv.v_scale + row * 4, kRows * L::kSr, bar);
 }
 
 // Mode 0: copies the rows of tokens [t0, t0 + kTok) (clipped at t_end) into stage s,
@@ -576,6 +577,8 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   if constexpr (kMode == 1) {
     if (warp >= kCW) {  // producer warp pw: its lane w < 4 issues slot 4 pw + w's copies of every tile
       const int pw = warp - kCW, slot = 4 * pw + (lane & 3), tok = 16 * slot;
+      // page_size >= 64 (power of two): the warp's 4 slots (64 tokens from a multiple of 64) lie in one page
+      const bool page_copies = kv.page_size >= 64;
       // The slot pages of G tiles, one per lane (slot kCW it + i of the partition), the next G loaded ahead.
       constexpr int G = 32 / kCW;
       auto slot_pages = [&](int tile) {
@@ -589,11 +592,20 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
         const int32_t page = __shfl_sync(kFull, pg, kCW * (it % G) + slot);
         if (it >= kSt) mbar_wait(bars + kSt + s, (it / kSt - 1) & 1);  // consumers freed the stage
         const int n_slots = min(4, max(0, (t_end - t0 + 15) / 16 - 4 * pw));  // this warp's slots holding tokens
+        if (page_copies) {  // lane 0 copies the warp's 64 tokens (one page) whole, past t_end too
+          if (lane == 0) {
+            mbar_arrive_expect_tx(bars + s, n_slots > 0 ? 4 * L::slot_bytes() : 0);
+            if (n_slots > 0)
+              issue_copies<L, 64>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
+                                  page, kvh, bars + s);
+          }
+          continue;
+        }
         if (lane == 0) mbar_arrive_expect_tx(bars + s, n_slots * L::slot_bytes());
         __syncwarp();
         if (lane < n_slots)
-          issue_slot_copies<L>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
-                               page, kvh, bars + s);
+          issue_copies<L, 16>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
+                              page, kvh, bars + s);
       }
       return;  // the consumers wait for every copy before the stages become merge buffers
     }
@@ -696,11 +708,12 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   // TMA/bulk copies where the cache allows them (page_size >= 16, 16-byte aligned planes,
   // the encode entry point found); else the cp.async kernel.
   CUtensorMap tm[2] = {};
+  const int box_rows = kv.page_size >= 64 ? 64 : 16;  // the producer's page_copies (one page per warp)
   const bool tma = !force_cp_async() && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
                    aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
-                   paged_rows_map(&tm[0], kv.k_data, kD * kv.format.k_bits / 8, kv.page_size,
-                               kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B) &&
-                   paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, CU_TENSOR_MAP_SWIZZLE_NONE);
+                   paged_rows_map(&tm[0], kv.k_data, kD * kv.format.k_bits / 8, kv.page_size, box_rows,
+                                  kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B) &&
+                   paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, box_rows, CU_TENSOR_MAP_SWIZZLE_NONE);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
     static int printed = 0;
