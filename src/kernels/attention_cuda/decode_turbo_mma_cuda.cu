@@ -391,18 +391,46 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
   __shared__ int s_last;
   const int n_used = (seq_len + a.plan.partition_tokens - 1) / a.plan.partition_tokens;
   consumer_sync<kCT>();  // every consumer's partial stores issued
-  if (threadIdx.x == 0) {  // one fence for the block's stores (after the barrier, cumulative), the count, then acquire
-    __threadfence();
-    // atomicInc wraps n_used - 1 to 0: the last block leaves the counter zero for the next call
+  if (threadIdx.x == 0) {
+    // One acq_rel count: release of the block's partial stores (after the barrier: cumulative), acquire
+    // of the others' for the merge (the barrier below passes it on). inc wraps n_used - 1 to 0: the
+    // last block leaves the counter zero for the next call.
     unsigned* ctr = reinterpret_cast<unsigned*>(a.counters) + (int64_t)seq * gridDim.y + blockIdx.y;
-    s_last = atomicInc(ctr, (unsigned)n_used - 1u) == (unsigned)n_used - 1u;
-    if (s_last) __threadfence();
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(ctr), "r"((unsigned)n_used - 1u)
+                 : "memory");
+    s_last = old == (unsigned)n_used - 1u;
   }
   consumer_sync<kCT>();
   if (!s_last || threadIdx.x >= 32 * kHeads) return;  // warp h merges head h
   const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rec0 = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts;
   const float2* ml = reinterpret_cast<const float2*>(a.ws_ml) + rec0;
+  const float4* pa = reinterpret_cast<const float4*>(a.ws_acc + rec0 * kD) + lane;
+  constexpr int kBatch = 16;  // acc loads in flight per lane; the sums stay in index order (deterministic)
+  if (n_used <= kBatch) {     // one L2 trip: every (m, l) and acc row loaded before the max is known
+    const float2 mlp = lane < n_used ? __ldcg(&ml[lane]) : make_float2(-INFINITY, 0.0f);
+    float4 v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i)
+      v[i] = i < n_used ? __ldcg(pa + (int64_t)i * (kD / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float mx = mlp.x;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
+    const float w = mlp.x == -INFINITY ? 0.0f : exp2f(mlp.x - mx);
+    float l = mlp.y * w;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(kFull, l, off);
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const float wi = __shfl_sync(kFull, w, i);
+      if (i < n_used) acc.x += v[i].x * wi, acc.y += v[i].y * wi, acc.z += v[i].z * wi, acc.w += v[i].w * wi;
+    }
+    float x[4] = {acc.x, acc.y, acc.z, acc.w};  // dims 4 lane + i
+    store_head(a, x, l, seq, hq0 + h, lane);
+    return;
+  }
   // (m, l) of every partition read once (one lane per partition) into shared memory (the
   // free pipeline: w_cap floats per head, so w_cap / 2 partitions; past that from L2), the
   // weights 2^(m_p - M) in place of m, l summed by lanes, then the warp.
@@ -428,8 +456,6 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
   for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(kFull, l, off);
   __syncwarp();
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const float4* pa = reinterpret_cast<const float4*>(a.ws_acc + rec0 * kD) + lane;
-  constexpr int kBatch = 8;  // loads in flight per lane; the sums stay in index order (deterministic)
   for (int p0 = 0; p0 < n_used; p0 += kBatch) {
     float4 v[kBatch];
 #pragma unroll
