@@ -83,6 +83,7 @@ double copy_gbs() {
 
 int g_page = 64;         // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
 bool g_shuffle = true;   // --no-shuffle: pages of a sequence in allocation order
+bool g_step = false;     // --step: also time encode + decode back to back, with and without PDL
 bool g_reset = false;    // --reset-counters: the tensor-core path resets its merge counters per call
 
 // Read-only bandwidth: one kernel reading 2 GiB (no writes).
@@ -166,6 +167,34 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   };
   const double us = median_us(call, iters);
   const double us_idle = median_us(call, iters, /*flush=*/false);  // + the host's launch latency
+  // --step: a decode step's attention part, the encode of each sequence's new token into its
+  // last slot and the decode after it, back to back (flush before; events around both), with a
+  // plain and a programmatic (PDL) decode launch; the encode alone for the difference.
+  double step_us = 0, step_pdl_us = 0, enc_us = 0;
+  const bool step = g_step && !f.bf16 && p.merge_counters && kernels::decode_uses_tensor_cores(p);
+  if (step) {
+    const int64_t n_new = (int64_t)batch * n_kv * f.head_dim;
+    auto* kn = static_cast<float*>(dmalloc(n_new * 4));
+    auto* vn = static_cast<float*>(dmalloc(n_new * 4));
+    TKV_CUDA_CHECK(fill_random_f32(kn, n_new, 13));
+    TKV_CUDA_CHECK(fill_random_f32(vn, n_new, 14));
+    std::vector<int32_t> slots(batch);
+    for (int s = 0; s < batch; ++s) slots[s] = indices[(int64_t)s * (ctx / page) + (ctx - 1) / page] * page + (ctx - 1) % page;
+    auto* d_slots = static_cast<int32_t*>(dmalloc(batch * 4));
+    TKV_CUDA_CHECK(cudaMemcpy(d_slots, slots.data(), batch * 4, cudaMemcpyHostToDevice));
+    kernels::KvEncodeCudaParams ep;
+    ep.cache = p.kv;
+    ep.n_tokens = batch, ep.k = kn, ep.v = vn, ep.slot_mapping = d_slots;
+    auto enc = [&] { TKV_CHECK(kernels::kvcodec_encode_cuda(ep).ok()); };
+    enc_us = median_us(enc, iters);
+    step_us = median_us([&] { enc(), call(); }, iters);
+    p.programmatic_launch = true;
+    step_pdl_us = median_us([&] { enc(), call(); }, iters);
+    p.programmatic_launch = false;
+    for (void* ptr : std::initializer_list<void*>{kn, vn, d_slots}) TKV_CUDA_CHECK(cudaFree(ptr));
+    std::printf("step     %-5s B=%-3d ctx=%-6d encode %.1f us; encode + decode %.1f us, with PDL %.1f us\n", sc.name,
+                batch, ctx, enc_us, step_us, step_pdl_us);
+  }
   const int64_t bytes = kernels::decode_bytes_read(p, lens.data());
   const kernels::DecodePlan plan = kernels::decode_plan(p);
   for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace, (void*)p.merge_counters})
@@ -178,7 +207,8 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
           {"us_idle", us_idle},
           {"pct_copy", 100.0 * gbs / copy}, {"bytes", bytes}, {"n_parts", plan.n_parts},
           {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}, {"kernel", kernel},
-          {"counters", g_reset ? "reset per call" : "kept"}, {"page", g_page}};
+          {"counters", g_reset ? "reset per call" : "kept"}, {"page", g_page}, {"step_encode_us", enc_us},
+          {"step_us", step_us}, {"step_pdl_us", step_pdl_us}};
 }
 
 nlohmann::json bench_encode(const Scheme& sc) {
@@ -235,6 +265,7 @@ int run(int argc, char** argv) {
     if (a == "--page" && i + 1 < argc) g_page = std::atoi(argv[++i]);
     if (a == "--no-shuffle") g_shuffle = false;
     if (a == "--reset-counters") g_reset = true;
+    if (a == "--step") g_step = true;
     if (a == "--no-copy") no_copy = true;
   }
   if (device::cuda_device_count() == 0) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Final H200 call of a run (runs 15-17): the full run_h200.sh (tests, table at the bench's
 # default page 64, SDPA), the table again at page 16 (vLLM's page), an interleaved A/B of
-# page 16 against a baseline binary ($TKV_BASE_BIN, if present), the tensor-core cases with
+# page 16 against a baseline binary ($TKV_BASE_BIN, if present), encode + decode steps with and
+# without programmatic launch (k8v3, --step), the tensor-core cases with
 # the cp.async kernel forced (TKV_MMA_CFG=0), and ncu with per-reason stall counters at
 # k8v3 B=8 x 32k. Carry dir in $TKV_CARRY; logs to $OUT.
 set -o pipefail
@@ -10,6 +11,7 @@ bash bench/cuda/run_h200.sh 2>&1 | grep -E "PASSED|FAILED|turbokv  k8|torch-sdpa
 export LD_LIBRARY_PATH=$PWD/$C/lib:${LD_LIBRARY_PATH:-}
 export TKV_SHARED_DIR=$PWD/$C/shared
 timeout 200 $C/bin/tkv_cuda_bench --page 16 --no-encode --out $OUT/turbokv-page16.json 2>&1 | grep -E "k8v3|copy" | tee $OUT/bench-page16.txt
+timeout 200 $C/bin/tkv_cuda_bench --scheme k8v3 --step --no-encode --no-copy --out $OUT/turbokv-step.json 2>&1 | grep -E "^step" | tee $OUT/bench-step.txt
 BASE=${TKV_BASE_BIN:-$C/bin/bench_base}
 if [ -x "$BASE" ]; then
   TKV_AB_ROUNDS=2 TKV_AB_SHAPES="k8v3 1 131072;k8v3 8 32768;k8v3 8 131072;k4v2 8 32768" \

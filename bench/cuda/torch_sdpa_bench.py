@@ -42,10 +42,19 @@ def main():
         us, us_idle = median_us(fn, n), median_us(fn, n, flush=False)
         nbytes = 2 * b * hkv * t * d * 2 + q.numel() * 2
         gbs = nbytes / (us * 1e-6) / 1e9
+        # A decode step's attention part, as tkv_cuda_bench --step: the new token's K/V written
+        # into the last position of the cache (two copy kernels), then SDPA.
+        kn = torch.randn(b, hkv, d, device="cuda", dtype=torch.bfloat16)
+        vn = torch.randn(b, hkv, d, device="cuda", dtype=torch.bfloat16)
+        def step():
+            k[:, :, t - 1].copy_(kn)
+            v[:, :, t - 1].copy_(vn)
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        step_us = median_us(step, n)
         j["rows"].append({"impl": "torch-sdpa", "scheme": "bf16", "batch": b, "ctx": t, "us": us, "gbs": gbs, "us_idle": us_idle,
-                          "pct_copy": 100 * gbs / copy, "bytes": nbytes})
-        print(f"torch-sdpa bf16  B={b:<3} ctx={t:<6} {us:9.1f} us {gbs:7.0f} GB/s {100 * gbs / copy:5.1f}% copy  (idle GPU {us_idle:.1f} us)", flush=True)
-        del q, k, v
+                          "pct_copy": 100 * gbs / copy, "bytes": nbytes, "step_us": step_us})
+        print(f"torch-sdpa bf16  B={b:<3} ctx={t:<6} {us:9.1f} us {gbs:7.0f} GB/s {100 * gbs / copy:5.1f}% copy  (idle GPU {us_idle:.1f} us; step {step_us:.1f} us)", flush=True)
+        del q, k, v, kn, vn
         torch.cuda.empty_cache()
     j["torch"] = torch.__version__
     json.dump(j, open(dst, "w"), indent=1)

@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "kernels/attention_cuda/attention_cuda.h"
 #include "kernels/kvcodec/kvcodec.h"
+#include "kernels/kvcodec/kvcodec_cuda.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace tkv::testing {
@@ -339,6 +340,83 @@ TEST(AttentionCuda, OccupancyVariant) {
                                  PagedKvFormat{true, 16, 16, false, 128}}) {
     run_case({f, 2, 4}, rng, 3);
     if (HasFatalFailure()) return;
+  }
+}
+
+// Programmatic launch (PDL) in a decode step: the encode of each sequence's new token into
+// its last slot, then two decodes back to back, no host sync between the three; both
+// decodes must give the bits of encode, sync, plain decode (the first waits for the encode's
+// row, the second for the counters the first leaves zero).
+TEST(AttentionCuda, MmaProgrammaticLaunch) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(50);
+  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k4v2{false, 4, 2, false, 128};
+  for (const Case& c : {Case{k8v3, 2, 4, 64}, Case{k4v2, 2, 8, 16}}) {
+    const Problem pr = make_problem(c, {700, 4100, 1, 9000}, rng);
+    const HostPagedCache& h = pr.cache;
+    const int n_seqs = (int)h.seq_lens.size(), d = h.format.head_dim;
+    DevicePagedCache dev;
+    DeviceBuffer<uint16_t> dq, out_ref(pr.q.size()), out_a(pr.q.size()), out_b(pr.q.size());
+    dq.upload(pr.q);
+    std::normal_distribution<float> n01;
+    std::vector<float> kn((size_t)n_seqs * h.n_kv_heads * d), vn(kn.size());
+    for (size_t i = 0; i < kn.size(); ++i) kn[i] = n01(rng), vn[i] = n01(rng);
+    std::vector<int32_t> slots(n_seqs);
+    for (int s = 0; s < n_seqs; ++s) {
+      const int t = h.seq_lens[s] - 1;
+      slots[s] = h.page_indices[h.page_indptr[s] + t / h.page_size] * h.page_size + t % h.page_size;
+    }
+    DeviceBuffer<float> dkn, dvn;
+    DeviceBuffer<int32_t> dslots, ctr((size_t)n_seqs * pr.n_heads);
+    dkn.upload(kn), dvn.upload(vn), dslots.upload(slots);
+    ctr.fill_bytes(0);
+    kernels::DecodeCudaParams p;
+    p.n_seqs = n_seqs;
+    p.n_heads = pr.n_heads;
+    p.max_seq_len = *std::max_element(h.seq_lens.begin(), h.seq_lens.end());
+    p.softmax_scale = 1.0f / std::sqrt((float)d);
+    p.q = dq.get();
+    p.merge_counters = ctr.get();
+    DeviceBuffer<uint8_t> ws;
+    kernels::KvEncodeCudaParams ep;
+    ep.n_tokens = n_seqs, ep.k = dkn.get(), ep.v = dvn.get(), ep.slot_mapping = dslots.get();
+    auto setup = [&] {  // a fresh copy of the cache (the encode overwrites the last rows)
+      dev.upload(h);
+      p.kv = dev.view(h);
+      ep.cache = p.kv;
+      ws.resize(kernels::decode_workspace_bytes(p));
+      p.workspace = ws.get(), p.workspace_bytes = (int64_t)ws.size();
+    };
+    setup();
+    ASSERT_TRUE(kernels::decode_uses_tensor_cores(p));
+    ASSERT_TRUE(kernels::kvcodec_encode_cuda(ep).ok());
+    TKV_CUDA_CHECK(cudaDeviceSynchronize());
+    p.out = out_ref.get();
+    ASSERT_TRUE(kernels::decode_attention_cuda(p).ok());
+    TKV_CUDA_CHECK(cudaDeviceSynchronize());
+    setup();
+    out_a.fill_bytes(0xff), out_b.fill_bytes(0xff);
+    p.programmatic_launch = true;
+    ASSERT_TRUE(kernels::kvcodec_encode_cuda(ep).ok());
+    p.out = out_a.get();
+    ASSERT_TRUE(kernels::decode_attention_cuda(p).ok());
+    p.out = out_b.get();
+    ASSERT_TRUE(kernels::decode_attention_cuda(p).ok());
+    TKV_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> ref = out_ref.download();
+    const std::string name = format_name(c.f) + "/ps" + std::to_string(c.page_size);
+    EXPECT_EQ(std::memcmp(ref.data(), out_a.download().data(), ref.size() * 2), 0) << name << ": PDL after encode";
+    EXPECT_EQ(std::memcmp(ref.data(), out_b.download().data(), ref.size() * 2), 0) << name << ": PDL after PDL";
+    const std::vector<int32_t> left = ctr.download();
+    EXPECT_EQ(std::count(left.begin(), left.end(), 0), (std::ptrdiff_t)left.size()) << name << ": counters";
+    // The new rows changed the output (else the test could not see a decode that ran early).
+    setup();
+    p.programmatic_launch = false;
+    p.out = out_a.get();
+    ASSERT_TRUE(kernels::decode_attention_cuda(p).ok());
+    TKV_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> before = out_a.download();
+    EXPECT_NE(std::memcmp(ref.data(), before.data(), ref.size() * 2), 0) << name << ": encode had no effect";
   }
 }
 

@@ -37,6 +37,13 @@ struct DecodeCudaParams {
   // cudaMemsetAsync, ~1 us per call on the H200, run 16) is skipped. One stream at a time, like the
   // workspace. Null: the workspace's counters, reset by each call.
   int* merge_counters = nullptr;
+  // Tensor-core path with merge_counters set: launch with programmatic stream serialization
+  // (PDL, sm_90), so the blocks start while the previous kernel in the stream drains (it
+  // waits in griddepcontrol.wait before reading q, the cache, the page table or the
+  // counters; only its shared-memory setup and tensor-map prefetch run earlier). The
+  // previous kernel may trigger it early (griddepcontrol.launch_dependents, as
+  // kvcodec_encode_cuda does). Other paths ignore it.
+  bool programmatic_launch = false;
 };
 
 // The split the kernels will use: tokens per partition and partitions per sequence.

@@ -577,6 +577,9 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   if constexpr (kMode == 1) {  // the descriptors' fetch overlaps the sequence / page-table loads below
     if (threadIdx.x == L::kCT) tma_prefetch(&tm_k), tma_prefetch(&tm_v);
   }
+  // Programmatic launch: everything above ran while the previous kernel drained; its writes
+  // (q, the new tokens' rows) are visible past this (a no-op in a plain launch).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const PagedKv& kv = a.p.kv;
   const int part = blockIdx.x, seq = blockIdx.z;
   const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / kHeads;
@@ -711,8 +714,13 @@ cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 
     }();
     if (attr != cudaSuccess) return attr;
   }
-  kern<<<grid, L::kThreads, L::kDyn, stream>>>(a, tm[0], tm[1]);
-  return cudaGetLastError();
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = dim3(L::kThreads), cfg.dynamicSmemBytes = L::kDyn, cfg.stream = stream;
+  cudaLaunchAttribute pdl[1] = {};
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl, cfg.numAttrs = a.p.programmatic_launch ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kern, a, tm[0], tm[1]);
 }
 
 // TKV_MMA_CFG=0 forces the cp.async kernel (benchmarking and tests only; docs/cuda-kernels.md).

@@ -86,6 +86,9 @@ __global__ void __launch_bounds__(512) kv_encode_kernel(const KvEncodeCudaParams
   __shared__ uint8_t s_idx[512];
   __shared__ uint8_t s_pack[512];  // [warp][32]: packed bytes of the warp's group
   __shared__ float s_x[512];
+  // A programmatically launched successor (the decode attention, DecodeCudaParams::
+  // programmatic_launch) may start now; it waits for this grid's writes before its reads.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Block b = (token b % n_tokens, kv head b / n_tokens): token fastest, as the 2-D grid
   // before run 13 (kv head fastest measured equal for turbo, 7 % slower for bf16).
   const int t = blockIdx.x % p.n_tokens, h = blockIdx.x / p.n_tokens, e = threadIdx.x;
