@@ -202,19 +202,23 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 // page size), one __syncthreads per tile; 1 = a fifth, producer warp issues K and V as TMA
 // page boxes and the three 128-byte scale runs of each warp's 16 tokens as 1-D bulk copies
 // (page_size >= 16) on per-stage "full" mbarriers; the 4 consumer warps free a stage on its
-// "empty" mbarrier (no block-wide sync in the loop, no issue code in the consumers; run 14).
+// "empty" mbarrier (no block-wide sync in the loop, no issue code in the consumers; run 14);
+// 2 = mode 1 for page_size >= 64: lane 0 of a producer warp copies its 4 slots (64 tokens of
+// one page) by one box or run per plane, 5 copies per 64 tokens instead of per 16 (run 17:
+// -10 % at long contexts). A mode of its own so mode 1's code stays as it was (the page-size
+// test in mode 1's loop cost page 16 5-8 %, run 17).
 // kSt = 3 pipeline stages (4 measured no faster: docs/bench/cuda.md runs 11, 14).
 // Stage s of a block's dynamic shared memory: K [kTok][128] (16-byte units XOR-swizzled
 // by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
 // region or by the copy address), V [kTok][kVr], then k scale, k zero, v scale [kTok][kSr];
-// then the mbarriers (mode 1: full[stage], empty[stage]).
-// CW consumer warps per block (16 tokens each per stage; 16 / CW blocks per SM), mode 1
-// adds CW / 4 producer warps (4 warp slots each).
+// then the mbarriers (modes 1, 2: full[stage], empty[stage]).
+// CW consumer warps per block (16 tokens each per stage; 16 / CW blocks per SM), modes 1
+// and 2 add CW / 4 producer warps (4 warp slots each).
 template <int KB, int VB, int kMode, int CW, int ST = 3>
 struct MmaLayout {
   static constexpr int kSt = ST, kKr = kD * KB / 8;  // K row bytes
   static constexpr int kCW = CW, kCT = 32 * CW, kPW = CW / 4, kTok = 16 * CW, kMinBlocks = 16 / CW;
-  static constexpr int kThreads = kMode == 1 ? kCT + 32 * kPW : kCT;
+  static constexpr int kThreads = kMode != 0 ? kCT + 32 * kPW : kCT;
   static constexpr int kVr = kD * VB / 8, kSr = 8;
   static constexpr int kK = kTok * kKr, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
   __host__ __device__ static constexpr int slot_bytes() { return 16 * (kKr + kVr + 3 * kSr); }  // 16 tokens, all planes
@@ -290,7 +294,7 @@ __device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t
   return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
 }
 
-// Barrier of the 4 consumer warps (named barrier 1: mode 1's producer warp has exited).
+// Barrier of the 4 consumer warps (named barrier 1: modes 1/2's producer warp has exited).
 template <int CT>
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CT) : "memory"); }
 
@@ -550,7 +554,7 @@ __device__ __forceinline__ uint32_t pair_entry(const float* centroids, int p) {
   return h2_bits(__floats2half2_rn(centroids[p & ((1 << VB) - 1)], centroids[p >> VB]));
 }
 
-// Mode 0: one __syncthreads per tile. Mode 1: warps 0-3 consume, warp 4 produces: stage s
+// Mode 0: one __syncthreads per tile. Modes 1, 2: warps 0-3 consume, warp 4 produces: stage s
 // is "full" when the producer's arrival and its copies' bytes landed, "empty" when the 4
 // consumer warps arrived. Then the partial, and the merge by the row's last block.
 template <int KB, int VB, int kMode, int CW>
@@ -570,11 +574,11 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
   constexpr int kTab = 1 << (2 * VB);
   __shared__ uint32_t s_tab[kTab];
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // mode 1: full[stage], empty[stage]
-  constexpr bool late_tab = kMode == 1;  // mode 1: the consumers build it while the first copies fly
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // modes 1, 2: full[stage], empty[stage]
+  constexpr bool late_tab = kMode != 0;  // TMA modes: the consumers build it while the first copies fly
   if (!late_tab)
     for (int i = threadIdx.x; i < kTab; i += L::kThreads) s_tab[i] = pair_entry<VB>(a.centroids, i);
-  if constexpr (kMode == 1) {  // the descriptors' fetch overlaps the sequence / page-table loads below
+  if constexpr (kMode != 0) {  // the descriptors' fetch overlaps the sequence / page-table loads below
     if (threadIdx.x == L::kCT) tma_prefetch(&tm_k), tma_prefetch(&tm_v);
   }
   // Programmatic launch: everything above ran while the previous kernel drained; its writes
@@ -603,11 +607,9 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     }
     __syncthreads();  // barriers and the pair table
   }
-  if constexpr (kMode == 1) {
+  if constexpr (kMode != 0) {
     if (warp >= kCW) {  // producer warp pw: its lane w < 4 issues slot 4 pw + w's copies of every tile
       const int pw = warp - kCW, slot = 4 * pw + (lane & 3), tok = 16 * slot;
-      // page_size >= 64 (power of two): the warp's 4 slots (64 tokens from a multiple of 64) lie in one page
-      const bool page_copies = kv.page_size >= 64;
       // The slot pages of G tiles, one per lane (slot kCW it + i of the partition), the next G loaded ahead.
       constexpr int G = 32 / kCW;
       auto slot_pages = [&](int tile) {
@@ -621,20 +623,20 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
         const int32_t page = __shfl_sync(kFull, pg, kCW * (it % G) + slot);
         if (it >= kSt) mbar_wait(bars + kSt + s, (it / kSt - 1) & 1);  // consumers freed the stage
         const int n_slots = min(4, max(0, (t_end - t0 + 15) / 16 - 4 * pw));  // this warp's slots holding tokens
-        if (page_copies) {  // lane 0 copies the warp's 64 tokens (one page) whole, past t_end too
+        if constexpr (kMode == 2) {  // lane 0 copies the warp's 64 tokens (one page) whole, past t_end too
           if (lane == 0) {
             mbar_arrive_expect_tx(bars + s, n_slots > 0 ? 4 * L::slot_bytes() : 0);
             if (n_slots > 0)
               issue_copies<L, 64>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
                                   page, kvh, bars + s);
           }
-          continue;
+        } else {  // lane w < n_slots copies slot 4 pw + w
+          if (lane == 0) mbar_arrive_expect_tx(bars + s, n_slots * L::slot_bytes());
+          __syncwarp();
+          if (lane < n_slots)
+            issue_copies<L, 16>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
+                                page, kvh, bars + s);
         }
-        if (lane == 0) mbar_arrive_expect_tx(bars + s, n_slots * L::slot_bytes());
-        __syncwarp();
-        if (lane < n_slots)
-          issue_copies<L, 16>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
-                              page, kvh, bars + s);
       }
       return;  // the consumers wait for every copy before the stages become merge buffers
     }
@@ -650,7 +652,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
       cp_async_commit();
     }
   }
-  int32_t next_page = kMode == 1 ? 0 : tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
+  int32_t next_page = kMode != 0 ? 0 : tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
   const QFrag qf = load_q<KB>(a, seq, hq0, lane);
   const bool k_signed = kv.format.k_signed;
   float acc[8][4];
@@ -661,7 +663,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   if (late_tab) consumer_sync<kCT>();  // the pair table
   for (int it = 0; it < n_tiles; ++it) {
     const int cur = it % kSt;
-    if constexpr (kMode == 1) {
+    if constexpr (kMode != 0) {
       mbar_wait(bars + cur, (it / kSt) & 1);
     } else {
       cp_async_wait<kSt - 2>();  // this thread's copies of tile it
@@ -687,7 +689,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     uint32_t pb0, pb1;
     softmax_step(s, m, l, acc, pb0, pb1);
     pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
-    if constexpr (kMode == 1) {
+    if constexpr (kMode != 0) {
       __syncwarp();  // the warp's reads of the stage are done
       if (lane == 0) mbar_arrive(bars + kSt + cur);
     }
@@ -742,7 +744,7 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   // TMA/bulk copies where the cache allows them (page_size >= 16, 16-byte aligned planes,
   // the encode entry point found); else the cp.async kernel.
   CUtensorMap tm[2] = {};
-  const int box_rows = kv.page_size >= 64 ? 64 : 16;  // the producer's page_copies (one page per warp)
+  const int box_rows = kv.page_size >= 64 ? 64 : 16;  // mode 2 (one page per producer warp) : mode 1
   const bool tma = !force_cp_async() && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
                    aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
                    paged_rows_map(&tm[0], kv.k_data, kD * kv.format.k_bits / 8, kv.page_size, box_rows,
@@ -756,8 +758,9 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   const bool one = a.plan.mma_warps == 16;
   auto pick = [&](auto kb, auto vb) {
     constexpr int K = decltype(kb)::value, V = decltype(vb)::value;
-    if (one) return tma ? launch_mode<K, V, 1, 16>(a, tm, grid, stream) : launch_mode<K, V, 0, 16>(a, tm, grid, stream);
-    return tma ? launch_mode<K, V, 1, 8>(a, tm, grid, stream) : launch_mode<K, V, 0, 8>(a, tm, grid, stream);
+    if (!tma) return one ? launch_mode<K, V, 0, 16>(a, tm, grid, stream) : launch_mode<K, V, 0, 8>(a, tm, grid, stream);
+    if (box_rows == 64) return one ? launch_mode<K, V, 2, 16>(a, tm, grid, stream) : launch_mode<K, V, 2, 8>(a, tm, grid, stream);
+    return one ? launch_mode<K, V, 1, 16>(a, tm, grid, stream) : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
   };
   using I8 = std::integral_constant<int, 8>;
   using I4 = std::integral_constant<int, 4>;
