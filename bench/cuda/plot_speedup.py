@@ -23,7 +23,7 @@ bw = gw * 0.8 / len(schemes)
 o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
      f'<rect width="{W}" height="{H}" fill="white"/>',
      f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="13">Decode attention on the H200: speedup over PyTorch SDPA bf16 '
-     f'(Llama-3-8B shape, cold L2)</text>']
+     f'(Llama-3-8B shape, page 64, cold L2)</text>']
 for v in [0, 0.5, 1, 1.5, 2, 2.5, 3]:
     o.append(f'<line x1="{L}" x2="{W - R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
     o.append(f'<text x="{L - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}x</text>')
