@@ -42,7 +42,7 @@ struct DecodeCudaParams {
   // waits in griddepcontrol.wait before reading q, the cache, the page table or the
   // counters; only its shared-memory setup and tensor-map prefetch run earlier). The
   // previous kernel may trigger it early (griddepcontrol.launch_dependents, as
-  // kvcodec_encode_cuda does). Other paths ignore it.
+  // kvcodec_encode_cuda does). Other paths, and merge_counters null, ignore it.
   bool programmatic_launch = false;
 };
 

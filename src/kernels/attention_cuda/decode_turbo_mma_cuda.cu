@@ -721,7 +721,8 @@ cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = pdl, cfg.numAttrs = a.p.programmatic_launch ? 1 : 0;
+  // PDL only on caller-kept counters: else a memset precedes the kernel (attention_cuda.h)
+  cfg.attrs = pdl, cfg.numAttrs = a.p.programmatic_launch && a.p.merge_counters ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kern, a, tm[0], tm[1]);
 }
 
