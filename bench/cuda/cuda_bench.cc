@@ -20,6 +20,7 @@
 #include "base/check.h"
 #include "base/status.h"
 #include "bench/cuda/fill_cuda.h"
+#include "bench/cuda/timing_cuda.h"
 #include "device/cuda_check.h"
 #include "device/device.h"
 #include "kernels/attention_cuda/attention_cuda.h"
@@ -29,40 +30,6 @@ namespace tkv::bench {
 namespace {
 
 using kernels::PagedKvFormat;
-
-// Median µs of fn over iters timed calls (CUDA events around each call). Before each
-// call a kernel reads 256 MB (evicting the 50 MB L2 with clean lines: a cold cache, as
-// a decode step after the other layers) and keeps the GPU busy while the host enqueues
-// the call, so the host's launch latency is hidden: the figure is GPU time. flush =
-// false: the GPU idles before each call, and the interval includes the host's launch
-// latency (the method up to run 13).
-template <typename F>
-double median_us(F&& fn, int iters, bool flush = true, int warm = 3) {
-  static uint8_t* scratch = nullptr;
-  constexpr int64_t kScratch = int64_t(256) << 20;
-  if (flush && !scratch) {
-    TKV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch), kScratch + 16));
-    TKV_CUDA_CHECK(fill_random_bytes(scratch, kScratch, 99));
-  }
-  for (int i = 0; i < warm; ++i) fn();
-  TKV_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  TKV_CUDA_CHECK(cudaEventCreate(&a));
-  TKV_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<float> ms(iters);
-  for (int i = 0; i < iters; ++i) {
-    if (flush) TKV_CUDA_CHECK(flush_l2_by_reads(scratch, kScratch, reinterpret_cast<uint32_t*>(scratch + kScratch)));
-    TKV_CUDA_CHECK(cudaEventRecord(a));
-    fn();
-    TKV_CUDA_CHECK(cudaEventRecord(b));
-    TKV_CUDA_CHECK(cudaEventSynchronize(b));
-    TKV_CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
-  }
-  TKV_CUDA_CHECK(cudaEventDestroy(a));
-  TKV_CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return 1e3 * ms[iters / 2];
-}
 
 void* dmalloc(int64_t bytes) {
   void* p = nullptr;

@@ -22,9 +22,11 @@
 #include <vector>
 
 #include "bench/cuda/fill_cuda.h"
+#include "bench/cuda/timing_cuda.h"
 #include "kernels/attention_cuda/decode_common.cuh"
 
 using namespace tkv::kernels::cuda_detail;
+using tkv::bench::median_us;
 
 #define CK(x)                                                                               \
   do {                                                                                      \
@@ -135,30 +137,6 @@ __global__ void paged_kernel(Planes pl, const int32_t* pages, int pages_per_seq,
   if (ring[0] == 0x5a && np < 0) *sink = 1;
 }
 
-uint8_t* g_scratch = nullptr;
-constexpr int64_t kScratch = int64_t(256) << 20;
-
-template <typename F>
-double median_us(F&& fn, int iters = 20) {
-  for (int i = 0; i < 3; ++i) fn();
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> ms(iters);
-  for (int i = 0; i < iters; ++i) {
-    CK(tkv::bench::flush_l2_by_reads(g_scratch, kScratch, reinterpret_cast<uint32_t*>(g_scratch + kScratch)));
-    CK(cudaEventRecord(a));
-    fn();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&ms[i], a, b));
-  }
-  CK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  return 1e3 * ms[iters / 2];
-}
-
 void report(const char* what, const std::string& cfg, int64_t bytes, double us) {
   std::printf("%-6s %-44s %8.1f MB %9.2f us %7.0f GB/s\n", what, cfg.c_str(), bytes / 1e6, us, bytes / us / 1e3);
   std::fflush(stdout);
@@ -169,9 +147,8 @@ void report(const char* what, const std::string& cfg, int64_t bytes, double us) 
 int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  CK(cudaMalloc(&g_scratch, kScratch + 16));
-  CK(tkv::bench::fill_random_bytes(g_scratch, kScratch, 99));
-  uint32_t* sink = reinterpret_cast<uint32_t*>(g_scratch + kScratch);
+  uint32_t* sink = nullptr;  // the kernels' never-taken store
+  CK(cudaMalloc(&sink, 16));
   const int64_t big = int64_t(1) << 31;
   uint8_t* buf = nullptr;
   CK(cudaMalloc(&buf, big + 4096));
@@ -194,7 +171,7 @@ int main() {
           if (u == 4) ldg_kernel<4><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
           if (u == 8) ldg_kernel<8><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
         };
-        report("ldg", "G=" + std::to_string(g) + " U=" + std::to_string(u), sz, median_us(fn));
+        report("ldg", "G=" + std::to_string(g) + " U=" + std::to_string(u), sz, median_us(fn, 20));
       }
 
   // bulk: N blocks per SM, chunk c, stages s, issuing lanes (in flight per SM = N * s * c).
@@ -213,7 +190,7 @@ int main() {
       char cfg[96];
       std::snprintf(cfg, sizeof cfg, "N=%d C=%d S=%d lanes=%d inflight/SM=%dK grid=%d", b.nb, b.c, b.s, b.lanes,
                     b.nb * b.c * b.s / 1024, grid);
-      report("bulk", cfg, per * grid, median_us(fn));
+      report("bulk", cfg, per * grid, median_us(fn, 20));
     }
 
   // paged: the decode pattern over k8v3 planes in buf (rows 128, 48, 8, 8, 8 B per token):
@@ -264,7 +241,7 @@ int main() {
             char cfg[96];
             std::snprintf(cfg, sizeof cfg, "B=%d ctx=%d P=%d page=%d %s W=%d S=%d", sh.batch, sh.ctx, sh.parts, pg,
                           lay, w, stages);
-            report("paged", cfg, bytes, median_us(fn));
+            report("paged", cfg, bytes, median_us(fn, 20));
           }
         }
       }
@@ -273,7 +250,7 @@ int main() {
   // Launch + ramp floor: the bulk kernel (N=1, C=16K, S=8) over tiny slabs.
   for (int64_t per : {int64_t(16384), int64_t(131072), int64_t(1) << 20}) {
     auto fn = [&] { bulk_kernel<<<sms, 32, 16384 * 8>>>(buf, per, 16384, 8, 1, sink); };
-    report("floor", "N=1 C=16K S=8 per-block=" + std::to_string(per / 1024) + "K", per * sms, median_us(fn));
+    report("floor", "N=1 C=16K S=8 per-block=" + std::to_string(per / 1024) + "K", per * sms, median_us(fn, 20));
   }
   return 0;
 }
