@@ -23,19 +23,12 @@
 
 #include "bench/cuda/fill_cuda.h"
 #include "bench/cuda/timing_cuda.h"
+#include "device/cuda_check.h"
 #include "kernels/attention_cuda/decode_common.cuh"
 
 using namespace tkv::kernels::cuda_detail;
 using tkv::bench::median_us;
 
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 namespace {
 
@@ -146,13 +139,13 @@ void report(const char* what, const std::string& cfg, int64_t bytes, double us) 
 
 int main() {
   int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  TKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   uint32_t* sink = nullptr;  // the kernels' never-taken store
-  CK(cudaMalloc(&sink, 16));
+  TKV_CUDA_CHECK(cudaMalloc(&sink, 16));
   const int64_t big = int64_t(1) << 31;
   uint8_t* buf = nullptr;
-  CK(cudaMalloc(&buf, big + 4096));
-  CK(tkv::bench::fill_random_bytes(buf, big, 1));
+  TKV_CUDA_CHECK(cudaMalloc(&buf, big + 4096));
+  TKV_CUDA_CHECK(tkv::bench::fill_random_bytes(buf, big, 1));
   const int n_kv = 8, row_total = 200;  // k8v3 row bytes per (token, kv head)
   const int64_t sizes[] = {int64_t(1) * 131072 * n_kv * row_total, int64_t(8) * 32768 * n_kv * row_total,
                            int64_t(8) * 131072 * n_kv * row_total};
@@ -175,7 +168,7 @@ int main() {
       }
 
   // bulk: N blocks per SM, chunk c, stages s, issuing lanes (in flight per SM = N * s * c).
-  CK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  TKV_CUDA_CHECK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
   struct BulkCfg { int nb, c, s, lanes, grid = 0; };  // grid 0: N blocks on every SM
   const BulkCfg bc[] = {{1, 16384, 8, 1},  {1, 1024, 64, 1},  {1, 1024, 128, 1}, {1, 1024, 128, 16},
                         {1, 2048, 64, 1},  {1, 2048, 64, 16}, {1, 4096, 16, 1},  {1, 4096, 32, 1},
@@ -196,7 +189,7 @@ int main() {
   // paged: the decode pattern over k8v3 planes in buf (rows 128, 48, 8, 8, 8 B per token):
   // "planes" = five dense planes (today's layout, 5 copies per page), "fused3" = one block per
   // (page, kv head) holding K | V | the 3 scale runs (3 copies), "fused1" = the same, 1 copy.
-  CK(cudaFuncSetAttribute(paged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 231424));
+  TKV_CUDA_CHECK(cudaFuncSetAttribute(paged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 231424));
   struct Shape { int batch, ctx, parts; };
   const Shape shapes[] = {{1, 131072, 16}, {8, 32768, 2}, {8, 131072, 2}};
   const int rows[5] = {128, 48, 8, 8, 8};
@@ -210,8 +203,8 @@ int main() {
       std::mt19937 rng(7);
       std::shuffle(pt.begin(), pt.end(), rng);
       int32_t* dpt = nullptr;
-      CK(cudaMalloc(&dpt, n_pages * 4));
-      CK(cudaMemcpy(dpt, pt.data(), n_pages * 4, cudaMemcpyHostToDevice));
+      TKV_CUDA_CHECK(cudaMalloc(&dpt, n_pages * 4));
+      TKV_CUDA_CHECK(cudaMemcpy(dpt, pt.data(), n_pages * 4, cudaMemcpyHostToDevice));
       const int64_t bytes = n_pages * n_kv * pg * row_total;
       const int part_pages = pages_per_seq / sh.parts;
       for (const char* lay : {"planes", "fused3", "fused1"}) {
@@ -245,7 +238,7 @@ int main() {
           }
         }
       }
-      CK(cudaFree(dpt));
+      TKV_CUDA_CHECK(cudaFree(dpt));
     }
   // Launch + ramp floor: the bulk kernel (N=1, C=16K, S=8) over tiny slabs.
   for (int64_t per : {int64_t(16384), int64_t(131072), int64_t(1) << 20}) {
