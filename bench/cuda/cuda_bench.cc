@@ -52,6 +52,7 @@ int g_page = 64;         // --page: tokens per page (64 = kvcache::CacheOptions'
 bool g_shuffle = true;   // --no-shuffle: pages of a sequence in allocation order
 bool g_step = false;     // --step: also time encode + decode back to back, with and without PDL
 bool g_reset = false;    // --reset-counters: the tensor-core path resets its merge counters per call
+bool g_csr = false;      // --csr: a CSR page table (page_indptr) instead of the block table [batch, ctx/page]
 
 // Read-only bandwidth: one kernel reading 2 GiB (no writes).
 double read_gbs() {
@@ -108,6 +109,7 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
 
   kernels::DecodeCudaParams p;
   p.kv = {f, n_kv, page, k, v, ks, kz, vs, d_indptr, d_indices, d_lens};
+  if (!g_csr) p.kv.page_stride = ctx / page, p.kv.page_indptr = nullptr;  // the same entries as rows of ctx/page
   p.n_seqs = batch;
   p.n_heads = n_heads;
   p.max_seq_len = ctx;
@@ -167,14 +169,15 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace, (void*)p.merge_counters})
     if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok, %s%s, page %d)\n",
+  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok, %s%s, page %d%s)\n",
               sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts, plan.partition_tokens, kernel,
-              minb ? ", minb 3" : "", g_page);
+              minb ? ", minb 3" : "", g_page, g_csr ? ", csr" : "");
   return {{"impl", "turbokv"}, {"scheme", sc.name}, {"batch", batch}, {"ctx", ctx}, {"us", us}, {"gbs", gbs},
           {"us_idle", us_idle},
           {"pct_copy", 100.0 * gbs / copy}, {"bytes", bytes}, {"n_parts", plan.n_parts},
           {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}, {"kernel", kernel},
-          {"counters", g_reset ? "reset per call" : "kept"}, {"page", g_page}, {"step_encode_us", enc_us},
+          {"counters", g_reset ? "reset per call" : "kept"}, {"page", g_page},
+          {"page_table", g_csr ? "csr" : "block table"}, {"step_encode_us", enc_us},
           {"step_us", step_us}, {"step_pdl_us", step_pdl_us}};
 }
 
@@ -232,6 +235,7 @@ int run(int argc, char** argv) {
     if (a == "--page" && i + 1 < argc) g_page = std::atoi(argv[++i]);
     if (a == "--no-shuffle") g_shuffle = false;
     if (a == "--reset-counters") g_reset = true;
+    if (a == "--csr") g_csr = true;
     if (a == "--step") g_step = true;
     if (a == "--no-copy") no_copy = true;
   }

@@ -112,6 +112,23 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
   TKV_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(std::memcmp(first.data(), dout.download().data(), first.size() * 2), 0)
       << "second call on the same workspace differs";
+  {
+    // The same pages as a block table [n_seqs, stride] (page_stride, vLLM's layout) padded with
+    // pages far past the cache (a kernel using one faults or differs), page_indptr null.
+    const std::vector<int32_t> table = block_table(h, 3, 1 << 28);
+    DeviceBuffer<int32_t> dtab;
+    dtab.upload(table);
+    kernels::DecodeCudaParams pt = p;
+    pt.kv.page_stride = (int)(table.size() / h.seq_lens.size());
+    pt.kv.page_indices = dtab.get();
+    pt.kv.page_indptr = nullptr;
+    dout.fill_bytes(0xff);
+    st = kernels::decode_attention_cuda(pt);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    TKV_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(std::memcmp(first.data(), dout.download().data(), first.size() * 2), 0)
+        << "block table (page_stride " << pt.kv.page_stride << ") differs from the CSR page table";
+  }
   if (kernels::decode_uses_tensor_cores(p)) {
     // Caller-kept merge counters (no per-call reset): zeroed once, twice in a row (the
     // second call relies on the first leaving them zero), same bits; zero at the end.
@@ -427,6 +444,12 @@ TEST(AttentionCuda, RejectsBadParams) {
   const Status st = kernels::decode_attention_cuda(p);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("[attention_cuda] head_dim 96"), std::string::npos) << st.message();
+  kernels::DecodeCudaParams b;  // a block table too short for max_seq_len
+  b.kv.n_kv_heads = 1, b.n_heads = 4, b.kv.page_size = 16, b.n_seqs = 1, b.max_seq_len = 100, b.kv.page_stride = 2;
+  const Status sb = kernels::decode_attention_cuda(b);
+  EXPECT_NE(sb.message().find("block table of 2 pages per sequence holds fewer than max_seq_len 100"),
+            std::string::npos)
+      << sb.message();
 }
 
 }  // namespace

@@ -59,6 +59,18 @@ HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads,
   return c;
 }
 
+std::vector<int32_t> block_table(const HostPagedCache& h, int extra, int32_t pad) {
+  const size_t n = h.seq_lens.size();
+  int max_pages = 0;
+  for (size_t s = 0; s < n; ++s) max_pages = std::max(max_pages, h.page_indptr[s + 1] - h.page_indptr[s]);
+  const int stride = max_pages + extra;
+  std::vector<int32_t> t(n * stride, pad);
+  for (size_t s = 0; s < n; ++s)
+    std::copy(h.page_indices.begin() + h.page_indptr[s], h.page_indices.begin() + h.page_indptr[s + 1],
+              t.begin() + s * stride);
+  return t;
+}
+
 void DevicePagedCache::upload(const HostPagedCache& h) {
   k_data.upload(h.k_data);
   v_data.upload(h.v_data);

@@ -86,6 +86,10 @@ struct HostPagedCache {
 HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads, int page_size,
                                 const std::vector<int32_t>& seq_lens, std::mt19937& rng);
 
+// h's page table as a block table [n_seqs, max pages + extra] (PagedKv::page_stride),
+// entries past a sequence's pages set to pad.
+std::vector<int32_t> block_table(const HostPagedCache& h, int extra, int32_t pad);
+
 // Device copy of a HostPagedCache; view() points a PagedKv at it.
 struct DevicePagedCache {
   DeviceBuffer<uint8_t> k_data, v_data;

@@ -44,7 +44,12 @@ Status validate(const DecodeCudaParams& p) {
   if (p.n_seqs <= 0 || p.n_seqs > 65535) return bad("n_seqs " + std::to_string(p.n_seqs) + " not in [1, 65535]");
   if (p.max_seq_len < 0) return bad("max_seq_len < 0");
   if (p.partition_tokens % kPartAlign != 0) return bad("partition_tokens must be a multiple of 64");
-  if (!p.q || !p.out || !p.kv.k_data || !p.kv.v_data || !p.kv.page_indptr || !p.kv.page_indices ||
+  if (p.kv.page_stride < 0) return bad("page_stride " + std::to_string(p.kv.page_stride) + " < 0");
+  if (p.kv.page_stride > 0 && (int64_t)p.kv.page_stride * p.kv.page_size < p.max_seq_len)
+    return bad("block table of " + std::to_string(p.kv.page_stride) + " pages per sequence holds fewer than max_seq_len " +
+               std::to_string(p.max_seq_len) + " tokens");
+  if (!p.q || !p.out || !p.kv.k_data || !p.kv.v_data || (p.kv.page_stride == 0 && !p.kv.page_indptr) ||
+      !p.kv.page_indices ||
       !p.kv.seq_lens || (!f.bf16 && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))
     return bad("null device pointer");
   if (p.workspace_bytes < decode_workspace_bytes(p) || !p.workspace)

@@ -186,7 +186,7 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
   const int t_end = min(seq_len, t_begin + a.plan.partition_tokens);
   const int d = kv.format.head_dim, lanes = d / kChunk, slots = 32 / lanes, tile = kTileLanes / lanes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slot = lane / lanes, j = lane % lanes;
-  const int32_t* pages = kv.page_indices + kv.page_indptr[seq];
+  const int32_t* pages = kv.seq_pages(seq);
   const int ps_shift = __ffs(kv.page_size) - 1;
   const int sbytes = stage_bytes(ctx.row_bytes, ctx.n_planes, lanes);
   const int n_tiles = (t_end - t_begin + tile - 1) / tile;

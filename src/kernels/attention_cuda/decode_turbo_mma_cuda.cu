@@ -397,35 +397,47 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   const int part = blockIdx.x, seq = blockIdx.z;
   const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / kHeads;
   const int kvh = blockIdx.y / n_tiles_h, hq0 = kvh * gqa + (blockIdx.y % n_tiles_h) * kHeads;
-  const int seq_len = kv.seq_lens[seq], t_begin = part * a.plan.partition_tokens;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
+  const int t_begin = part * a.plan.partition_tokens, ps_shift = __ffs(kv.page_size) - 1;
+  constexpr int G = 32 / kCW;  // a producer lane holds the slot pages of G tiles (slot kCW it + lane)
+  // Block table: the producers' first 2 G tiles of slot pages load beside seq_lens (no
+  // dependent read before the first copy; the index is clamped into the sequence's row and
+  // entries past its end are dropped below).
+  const bool table2d = kv.page_stride > 0;
+  int32_t pg_early[2] = {0, 0};
+  if (kMode != 0 && table2d && warp >= kCW) {
+    const int32_t* row = kv.page_indices + (int64_t)seq * kv.page_stride;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      pg_early[i] = __ldg(row + min((t_begin + 16 * (kCW * G * i + lane)) >> ps_shift, kv.page_stride - 1));
+  }
+  const int seq_len = kv.seq_lens[seq];
+  if constexpr (kMode != 0) {  // needs no seq_len: runs while it loads
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < kSt; ++i) mbar_init(bars + i, kPW), mbar_init(bars + kSt + i, kCW);
+      mbar_init_fence();
+    }
+    __syncthreads();  // barriers
+  }
   if (t_begin >= seq_len) {  // uniform per block: the merge ignores this partition
     if (seq_len == 0 && part == 0 && threadIdx.x < kHeads * kD / 4)  // an empty sequence attends to nothing: zeros
       reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + hq0) * kD)[threadIdx.x] = make_uint2(0u, 0u);
     return;
   }
   const int t_end = min(seq_len, t_begin + a.plan.partition_tokens);
-  const int32_t* pages = kv.page_indices + kv.page_indptr[seq];
-  const int ps_shift = __ffs(kv.page_size) - 1;
+  const int32_t* pages = kv.seq_pages(seq);
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
   const TmaMaps tm{tm_k, tm_v};
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
-  if constexpr (kMode != 0) {
-    if (threadIdx.x == 0) {
-      for (int i = 0; i < kSt; ++i) mbar_init(bars + i, kPW), mbar_init(bars + kSt + i, kCW);
-      mbar_init_fence();
-    }
-    __syncthreads();  // barriers and the pair table
-  }
   if constexpr (kMode != 0) {
     if (warp >= kCW) {  // producer warp pw: its lane w < 4 issues slot 4 pw + w's copies of every tile
       const int pw = warp - kCW, slot = 4 * pw + (lane & 3), tok = 16 * slot;
-      // The slot pages of G tiles, one per lane (slot kCW it + i of the partition), the next G loaded ahead.
-      constexpr int G = 32 / kCW;
+      auto slot_t = [&](int tile) { return t_begin + 16 * (kCW * tile + lane); };
       auto slot_pages = [&](int tile) {
-        const int t = t_begin + 16 * (kCW * tile + lane);
+        const int t = slot_t(tile);
         return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
       };
-      int32_t pg = slot_pages(0), pg_next = slot_pages(G);
+      int32_t pg = table2d ? (slot_t(0) < t_end ? pg_early[0] : 0) : slot_pages(0);
+      int32_t pg_next = table2d ? (slot_t(G) < t_end ? pg_early[1] : 0) : slot_pages(G);
       for (int it = 0; it < n_tiles; ++it) {
         const int s = it % kSt, t0 = t_begin + it * kTok;
         if (it % G == 0 && it > 0) pg = pg_next, pg_next = slot_pages(it + G);

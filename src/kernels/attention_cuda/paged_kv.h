@@ -41,9 +41,19 @@ struct PagedKv {
   uint16_t* k_scale = nullptr; // [n_pages, n_kv_heads, page_size, head_dim/32] fp16 (turbo)
   uint16_t* k_zero = nullptr;  // [n_pages, n_kv_heads, page_size, head_dim/32] fp16 (turbo)
   uint16_t* v_scale = nullptr; // [n_pages, n_kv_heads, page_size, head_dim/32] fp16 (turbo)
-  const int32_t* page_indptr = nullptr;   // [n_seqs + 1] into page_indices
+  const int32_t* page_indptr = nullptr;   // [n_seqs + 1] into page_indices (unused with page_stride > 0)
   const int32_t* page_indices = nullptr;  // [page_indptr[n_seqs]] page of each seq's j-th page_size tokens
   const int32_t* seq_lens = nullptr;      // [n_seqs] tokens in the cache per sequence
+  // 0: page_indices is CSR over page_indptr. > 0: page_indices is a block table
+  // [n_seqs, page_stride] (row s: sequence s's pages, entries past its length unused), so a
+  // kernel finds a sequence's pages without first reading page_indptr (one DRAM trip less
+  // before its first cache load). page_stride * page_size >= every seq_len.
+  int page_stride = 0;
+
+  // Sequence seq's pages (CSR: reads page_indptr[seq]).
+  TKV_HD const int32_t* seq_pages(int seq) const {
+    return page_indices + (page_stride > 0 ? (int64_t)seq * page_stride : (int64_t)page_indptr[seq]);
+  }
 };
 
 }  // namespace tkv::kernels
