@@ -199,9 +199,8 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 // Load modes of a stage's planes: 0 = every plane by cp.async, two threads per token (any
 // page size), one __syncthreads per tile; 1 = a fifth, producer warp issues K and V as TMA
 // page boxes and the three 128-byte scale runs of each warp's 16 tokens as 1-D bulk copies
-// (page_size >= 16) on "full" mbarriers per stage and quarter (producer warp pw's 64 tokens);
-// consumer warps 4 pw .. 4 pw + 3 free the quarter on its "empty" mbarrier (no block-wide sync
-// in the loop, no issue code in the consumers; run 14; per quarter since run 18);
+// (page_size >= 16) on per-stage "full" mbarriers; the 4 consumer warps free a stage on its
+// "empty" mbarrier (no block-wide sync in the loop, no issue code in the consumers; run 14);
 // 2 = mode 1 for page_size >= 64: lane 0 of a producer warp copies its 4 slots (64 tokens of
 // one page) by one box or run per plane, 5 copies per 64 tokens instead of per 16 (run 17:
 // -10 % at long contexts). A mode of its own so mode 1's code stays as it was (the page-size
@@ -210,7 +209,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 // Stage s of a block's dynamic shared memory: K [kTok][128] (16-byte units XOR-swizzled
 // by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
 // region or by the copy address), V [kTok][kVr], then k scale, k zero, v scale [kTok][kSr];
-// then the mbarriers (modes 1, 2: full[stage][quarter], empty[stage][quarter]).
+// then the mbarriers (modes 1, 2: full[stage], empty[stage]).
 // CW consumer warps per block (16 tokens each per stage; 16 / CW blocks per SM), modes 1
 // and 2 add CW / 4 producer warps (4 warp slots each).
 template <int KB, int VB, int kMode, int CW, int ST = 3>
@@ -226,7 +225,7 @@ struct MmaLayout {
   __host__ __device__ static constexpr int s_off(int s) { return kSt * (kK + kV) + s * 3 * kS; }
   static constexpr int kBar = kSt * (kK + kV + 3 * kS);
   static constexpr int kTabBytes = 4 * (1 << (2 * VB));  // the pair table (static shared memory)
-  static constexpr int kBytes = kBar + 16 * kSt * kPW;  // + full / empty mbarriers per (stage, quarter)
+  static constexpr int kBytes = kBar + 16 * kSt;
   // Per-block share of the SM's 228 KB at kMinBlocks blocks (1 KB of it reserved per block).
   static constexpr int kBudget = 233472 / kMinBlocks - 1024 - kTabBytes;
   // Room to align the K stages to 1024 bytes where it fits (TMA modes); else the base must be.
@@ -364,10 +363,9 @@ __device__ __forceinline__ uint32_t pair_entry(const float* centroids, int p) {
   return h2_bits(__floats2half2_rn(centroids[p & ((1 << VB) - 1)], centroids[p >> VB]));
 }
 
-// Mode 0: one __syncthreads per tile. Modes 1, 2: warps 0 .. CW-1 consume, CW/4 warps produce:
-// quarter pw of stage s is "full" when producer warp pw's arrival and its copies' bytes landed,
-// "empty" when its 4 consumer warps arrived. Then the partial, and the merge by the row's last
-// block.
+// Mode 0: one __syncthreads per tile. Modes 1, 2: warps 0-3 consume, warp 4 produces: stage s
+// is "full" when the producer's arrival and its copies' bytes landed, "empty" when the 4
+// consumer warps arrived. Then the partial, and the merge by the row's last block.
 template <int KB, int VB, int kMode, int CW>
 __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLayout<KB, VB, kMode, CW>::kMinBlocks)
     decode_turbo_mma_kernel(const DecodeLaunch a, const __grid_constant__ CUtensorMap tm_k,
@@ -385,10 +383,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
   constexpr int kTab = 1 << (2 * VB);
   __shared__ uint32_t s_tab[kTab];
-  // Modes 1, 2: full[stage][quarter], empty[stage][quarter]; quarter pw = producer warp pw's 64 tokens,
-  // consumer warps 4 pw .. 4 pw + 3: the quarters of a block run as 4 pipelines.
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);
-  uint64_t* empty_bars = bars + kSt * kPW;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // modes 1, 2: full[stage], empty[stage]
   constexpr bool late_tab = kMode != 0;  // TMA modes: the consumers build it while the first copies fly
   if (!late_tab)
     for (int i = threadIdx.x; i < kTab; i += L::kThreads) s_tab[i] = pair_entry<VB>(a.centroids, i);
@@ -419,7 +414,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   const int seq_len = kv.seq_lens[seq];
   if constexpr (kMode != 0) {  // needs no seq_len: runs while it loads
     if (threadIdx.x == 0) {
-      for (int i = 0; i < kSt * kPW; ++i) mbar_init(bars + i, 1), mbar_init(empty_bars + i, 4);
+      for (int i = 0; i < kSt; ++i) mbar_init(bars + i, kPW), mbar_init(bars + kSt + i, kCW);
       mbar_init_fence();
     }
     __syncthreads();  // barriers
@@ -447,22 +442,21 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
         const int s = it % kSt, t0 = t_begin + it * kTok;
         if (it % G == 0 && it > 0) pg = pg_next, pg_next = slot_pages(it + G);
         const int32_t page = __shfl_sync(kFull, pg, kCW * (it % G) + slot);
-        uint64_t* full = bars + s * kPW + pw;
-        if (it >= kSt) mbar_wait(empty_bars + s * kPW + pw, (it / kSt - 1) & 1);  // its consumers freed the quarter
+        if (it >= kSt) mbar_wait(bars + kSt + s, (it / kSt - 1) & 1);  // consumers freed the stage
         const int n_slots = min(4, max(0, (t_end - t0 + 15) / 16 - 4 * pw));  // this warp's slots holding tokens
         if constexpr (kMode == 2) {  // lane 0 copies the warp's 64 tokens (one page) whole, past t_end too
           if (lane == 0) {
-            mbar_arrive_expect_tx(full, n_slots > 0 ? 4 * L::slot_bytes() : 0);
+            mbar_arrive_expect_tx(bars + s, n_slots > 0 ? 4 * L::slot_bytes() : 0);
             if (n_slots > 0)
               issue_copies<L, 64>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
-                                  page, kvh, full);
+                                  page, kvh, bars + s);
           }
         } else {  // lane w < n_slots copies slot 4 pw + w
-          if (lane == 0) mbar_arrive_expect_tx(full, n_slots * L::slot_bytes());
+          if (lane == 0) mbar_arrive_expect_tx(bars + s, n_slots * L::slot_bytes());
           __syncwarp();
           if (lane < n_slots)
             issue_copies<L, 16>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
-                                page, kvh, full);
+                                page, kvh, bars + s);
         }
       }
       return;  // the consumers wait for every copy before the stages become merge buffers
@@ -488,11 +482,10 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int tw = 16 * warp;
   if (late_tab) consumer_sync<kCT>();  // the pair table
-  uint64_t* my_full = bars + (warp >> 2);  // the warp's quarter in stage 0 (empty: kSt kPW further)
   for (int it = 0; it < n_tiles; ++it) {
     const int cur = it % kSt;
     if constexpr (kMode != 0) {
-      mbar_wait(my_full + cur * kPW, (it / kSt) & 1);
+      mbar_wait(bars + cur, (it / kSt) & 1);
     } else {
       cp_async_wait<kSt - 2>();  // this thread's copies of tile it
       __syncthreads();           // everyone's copies landed, and everyone finished tile it-1
@@ -519,7 +512,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
     if constexpr (kMode != 0) {
       __syncwarp();  // the warp's reads of the stage are done
-      if (lane == 0) mbar_arrive(my_full + (kSt + cur) * kPW);
+      if (lane == 0) mbar_arrive(bars + kSt + cur);
     }
   }
   if constexpr (kMode == 0) cp_async_wait<0>();
