@@ -69,6 +69,22 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
   dp.k = pr.k_hat.data();
   dp.v = pr.v_hat.data();
   kernels::kvcodec_dequant_ref(dp);
+  // A page's slots past its sequence's end hold NaN (as unwritten device memory may): kernels
+  // that copy whole pages (the tensor-core path at page_size >= 64) must mask them.
+  for (size_t s = 0; s < lens.size(); ++s) {
+    const int page_end = (lens[s] + c.page_size - 1) / c.page_size * c.page_size;
+    for (int t = lens[s]; t < page_end; ++t) {
+      for (int kvh = 0; kvh < c.n_kv_heads; ++kvh) {
+        const int64_t row = h.row((int)s, t, kvh);
+        std::fill_n(h.k_data.begin() + row * c.f.k_row_bytes(), c.f.k_row_bytes(), 0xff);  // bf16 NaN
+        std::fill_n(h.v_data.begin() + row * c.f.v_row_bytes(), c.f.v_row_bytes(), 0xff);
+        if (!c.f.bf16) {
+          for (auto* plane : {&h.k_scale, &h.k_zero, &h.v_scale})
+            std::fill_n(plane->begin() + row * c.f.n_groups(), c.f.n_groups(), (uint16_t)0x7e00);  // fp16 NaN
+        }
+      }
+    }
+  }
   pr.q.resize((size_t)lens.size() * pr.n_heads * d);
   for (uint16_t& x : pr.q) x = f32_to_bf16(n01(rng));
   return pr;
@@ -164,6 +180,10 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
 //                                        (worst case one 2^-23-relative error per term)
 //   + 2 vmax * scale 2^-14 max|q| K1     q rounded to 16-bit integers (max |q| 2^e in
 //                                        [2^13, 2^14): |dq| <= 2^-14 max|q|), K1 = max_t sum|k|
+// and for a bf16 cache (q and K bf16 as stored, products exact, fp32 tensor-core sums):
+//   + 2 vmax * D 2^-23 S                 the Q·K sums (one 2^-23-relative error per term)
+//   + 2^-9 sum_t p_t |v_t,i| / l         P rounded to bf16 for the P·V mma
+//   + (T/16 + 16) 2^-22 sum_t p_t |v_t,i| / l   fp32 accumulation per 16-token mma (2 ulps)
 void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got, const std::string& what,
                              bool tensor_cores = false) {
   const HostPagedCache& h = pr.cache;
@@ -204,14 +224,17 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
       }
       double abs_tol =
           8 * eps * vmax * (2 * std::sqrt((double)d) * smax + std::sqrt((double)T) + std::log2(d) * std::sqrt(d) + 8);
-      if (tensor_cores)
+      if (tensor_cores && h.format.bf16)
+        abs_tol += 2 * vmax * d * std::ldexp(1.0, -23) * smax;
+      else if (tensor_cores)
         abs_tol += std::ldexp(1.0, -25) * (T * vmax + 1) + 2 * vmax * d * std::ldexp(1.0, -23) * smax +
                    2 * vmax * scale * std::ldexp(qmax, -14) * k1;
       for (int i = 0; i < d; ++i) {
         const double ref = T > 0 ? out[i] / l : 0.0;
         const float g = bf16_to_f32(got[((size_t)s * pr.n_heads + hq) * d + i]);
         ASSERT_TRUE(std::isfinite(g)) << what << " non-finite/unwritten out seq " << s << " head " << hq << " i " << i;
-        const double tc_rel = tensor_cores && T > 0 ? 3 * std::ldexp(out_abs[i] / l, -11) : 0.0;
+        const double tc_w = h.format.bf16 ? std::ldexp(1.0, -9) + (T / 16 + 16) * std::ldexp(1.0, -22) : 3 * std::ldexp(1.0, -11);
+        const double tc_rel = tensor_cores && T > 0 ? tc_w * out_abs[i] / l : 0.0;
         const double err = std::fabs(g - ref), tol = std::ldexp(std::fabs(ref), -8) + abs_tol + tc_rel;
         if (err / tol > worst) worst = err / tol, worst_at = "seq " + std::to_string(s) + " (T=" + std::to_string(T) +
                                                    ") head " + std::to_string(hq) + " i " + std::to_string(i);
@@ -286,8 +309,9 @@ TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(46);
   const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128}, k8uv4{false, 8, 4, false, 128};
-  const PagedKvFormat k4v3{false, 4, 3, false, 128}, k4v2{false, 4, 2, false, 128};
-  for (const Case& c : {Case{k8v3, 2, 4, 8}, Case{k8v4, 2, 4, 8}, Case{k8v3, 2, 4, 32}, Case{k8v4, 2, 8, 64},
+  const PagedKvFormat k4v3{false, 4, 3, false, 128}, k4v2{false, 4, 2, false, 128}, bf16{true, 16, 16, false, 128};
+  for (const Case& c : {Case{bf16, 2, 4, 8}, Case{bf16, 3, 4, 16}, Case{bf16, 2, 8, 64}, Case{bf16, 1, 4, 128},
+                        Case{k8v3, 2, 4, 8}, Case{k8v4, 2, 4, 8}, Case{k8v3, 2, 4, 32}, Case{k8v4, 2, 8, 64},
                         Case{k8v3, 3, 4, 16}, Case{k8uv4, 1, 4, 16}, Case{k8v4, 3, 4, 32}, Case{k4v3, 2, 4, 8},
                         Case{k4v2, 3, 4, 16}, Case{k4v3, 2, 8, 32}, Case{k8v3, 2, 4, 64}, Case{k8v3, 3, 4, 128},
                         Case{k4v2, 2, 4, 256}, Case{k4v3, 1, 8, 64}}) {  // >= 64: one copy per page and plane
@@ -301,7 +325,8 @@ TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
 TEST(AttentionCuda, EmptySequences) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(47);
-  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 3, true, 128}}) {
+  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 3, true, 128},
+                                 PagedKvFormat{true, 16, 16, false, 128}}) {
     run_case({f, 2, 4}, rng, 0, {0, 700, 1, 0, 4100});
     if (HasFatalFailure()) return;
   }
@@ -328,18 +353,20 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
   TKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::mt19937 rng(49);
   const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128}, k4v2{false, 4, 2, false, 128};
+  const PagedKvFormat bf16{true, 16, 16, false, 128};  // one block per SM too, with 8 consumer warps
   for (const Case& c : {Case{k8v3, 2, 4, 16}, Case{k8v4, 2, 4, 16}, Case{k8v3, 2, 4, 8}, Case{k4v2, 2, 4, 16},
-                        Case{k8v3, 2, 4, 64}}) {
+                        Case{k8v3, 2, 4, 64}, Case{bf16, 2, 4, 64}, Case{bf16, 2, 4, 16}}) {
+    const int one_wave_warps = c.f.bf16 ? 8 : 16;
     const Problem pr = make_problem(c, {9000, 20000, 8195}, rng);
     const std::string name = format_name(c.f) + "/ps" + std::to_string(c.page_size) + "/1 block per SM";
     bool tc = false;
     int warps = 0;
     const std::vector<uint16_t> a = run_gpu(pr, 0, 0, false, &tc, sms, &warps);
     ASSERT_TRUE(tc);
-    EXPECT_EQ(warps, 16) << name;
+    EXPECT_EQ(warps, one_wave_warps) << name;
     check_against_reference(pr, a, name + "/auto", true);
     check_against_reference(pr, run_gpu(pr, 20480, 0, false, nullptr, sms, &warps), name + "/1part", true);
-    EXPECT_EQ(warps, 16) << name << "/1part";
+    EXPECT_EQ(warps, one_wave_warps) << name << "/1part";
     ASSERT_EQ(std::memcmp(a.data(), run_gpu(pr, 0, 0, false, nullptr, sms).data(), a.size() * 2), 0)
         << name << ": same input, different bits";
     check_against_reference(pr, run_gpu(pr, 256, 0, false, nullptr, sms, &warps), name + "/p256 (8 warps)", true);

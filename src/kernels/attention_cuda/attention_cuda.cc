@@ -82,7 +82,7 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
     // merge). Pick the split with the fewest wave-tokens; ties go to fewer partitions.
     // Partitions stay <= kMaxMmaPart: on the H200, B=32 x 128k ran 3146 us as 2 x 65536
     // tokens (one wave) and 2590 us as 8 x 16384 (docs/bench/cuda.md, 4 blocks/SM then).
-    const int64_t slots = (int64_t)sms * 2;
+    const int64_t slots = (int64_t)sms * (p.kv.format.bf16 ? 1 : 2);  // bf16: 8-warp blocks of 192 KB, 1 per SM
     const int max_parts = std::max(1, (len + kMinPart - 1) / kMinPart);
     int64_t best = INT64_MAX;
     for (int n = 1; n <= max_parts; ++n) {
@@ -101,7 +101,7 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   }
   plan.partition_tokens = part;
   plan.n_parts = (len + part - 1) / part;
-  if (tc) plan.mma_warps = blocks * plan.n_parts <= sms && len >= kOneWaveMinLen ? 16 : 8;
+  if (tc) plan.mma_warps = blocks * plan.n_parts <= sms && len >= kOneWaveMinLen && !p.kv.format.bf16 ? 16 : 8;
   return plan;
 }
 

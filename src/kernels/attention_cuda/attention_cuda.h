@@ -52,17 +52,18 @@ struct DecodePlan {
   int n_parts = 0;
   int query_heads_per_block = 0;  // GQA heads sharing each K/V load (1, 2 or 4)
   int mma_warps = 0;  // tensor-core path: consumer warps per block, 16 (one block per SM, the grid one
-                      // wave) or 8 (two per SM); 0 elsewhere
+                      // wave) or 8 (two per SM; a bf16 cache: always 8, one per SM); 0 elsewhere
 };
 DecodePlan decode_plan(const DecodeCudaParams& p);
 // True when decode_attention_cuda takes the tensor-core path: turbo k8v3/k8v4 (signed or
-// not) or k4v3/k4v2, head_dim 128, n_heads/n_kv_heads a multiple of 4, min_blocks_per_sm 0, not
-// general_kernel. Its error model differs (fp16 P and V·scale): tests/cuda/attention_cuda_test.cc.
+// not) or k4v3/k4v2, or bf16, with head_dim 128, n_heads/n_kv_heads a multiple of 4,
+// min_blocks_per_sm 0, not general_kernel. Its error model differs (turbo: fp16 P and V·scale;
+// bf16: bf16 P): tests/cuda/attention_cuda_test.cc.
 inline bool decode_uses_tensor_cores(const DecodeCudaParams& p) {
   const PagedKvFormat& f = p.kv.format;
-  const bool widths = (f.k_bits == 8 && (f.v_bits == 3 || f.v_bits == 4)) ||
+  const bool widths = f.bf16 || (f.k_bits == 8 && (f.v_bits == 3 || f.v_bits == 4)) ||
                       (f.k_bits == 4 && (f.v_bits == 2 || f.v_bits == 3));  // k_signed: 8-bit only
-  return !f.bf16 && widths && f.head_dim == 128 && p.kv.n_kv_heads > 0 &&
+  return widths && f.head_dim == 128 && p.kv.n_kv_heads > 0 &&
          (p.n_heads / p.kv.n_kv_heads) % 4 == 0 && p.min_blocks_per_sm == 0 && !p.general_kernel;
 }
 // Workspace for the fp32 partials, n_seqs * n_heads * n_parts * (head_dim + 2) floats, and

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/attention_cuda/decode_common.cuh"
+#include "kernels/attention_cuda/mma_bf16_tiles.cuh"
 #include "kernels/attention_cuda/mma_merge.cuh"
 #include "kernels/attention_cuda/tma_maps.h"
 #include "quant/kv_math.h"
@@ -119,13 +120,6 @@ __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0,
   return qf;
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const void* p) {
-  const uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(s));
-}
-
 template <bool kSigned>
 __device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   if constexpr (kSigned) {
@@ -212,19 +206,22 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 // then the mbarriers (modes 1, 2: full[stage], empty[stage]).
 // CW consumer warps per block (16 tokens each per stage; 16 / CW blocks per SM), modes 1
 // and 2 add CW / 4 producer warps (4 warp slots each).
+// KB = VB = 16: a bf16 cache (mma_bf16_tiles.cuh): K and V planes [2][kTok][128], no scale
+// planes, no pair table, one block per SM (8 consumer warps: 3 stages of 64 KB).
 template <int KB, int VB, int kMode, int CW, int ST = 3>
 struct MmaLayout {
+  static constexpr bool kBf = KB == 16;
   static constexpr int kSt = ST, kKr = kD * KB / 8;  // K row bytes
-  static constexpr int kCW = CW, kCT = 32 * CW, kPW = CW / 4, kTok = 16 * CW, kMinBlocks = 16 / CW;
+  static constexpr int kCW = CW, kCT = 32 * CW, kPW = CW / 4, kTok = 16 * CW, kMinBlocks = kBf ? 1 : 16 / CW;
   static constexpr int kThreads = kMode != 0 ? kCT + 32 * kPW : kCT;
-  static constexpr int kVr = kD * VB / 8, kSr = 8;
+  static constexpr int kVr = kD * VB / 8, kSr = kBf ? 0 : 8;
   static constexpr int kK = kTok * kKr, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
   __host__ __device__ static constexpr int slot_bytes() { return 16 * (kKr + kVr + 3 * kSr); }  // 16 tokens, all planes
   __host__ __device__ static constexpr int k_off(int s) { return s * kK; }
   __host__ __device__ static constexpr int v_off(int s) { return kSt * kK + s * kV; }
   __host__ __device__ static constexpr int s_off(int s) { return kSt * (kK + kV) + s * 3 * kS; }
   static constexpr int kBar = kSt * (kK + kV + 3 * kS);
-  static constexpr int kTabBytes = 4 * (1 << (2 * VB));  // the pair table (static shared memory)
+  static constexpr int kTabBytes = kBf ? 0 : 4 * (1 << (2 * (kBf ? 1 : VB)));  // the pair table (static shared memory)
   static constexpr int kBytes = kBar + 16 * kSt;
   // Per-block share of the SM's 228 KB at kMinBlocks blocks (1 KB of it reserved per block).
   static constexpr int kBudget = 233472 / kMinBlocks - 1024 - kTabBytes;
@@ -248,6 +245,14 @@ __device__ __forceinline__ void issue_copies(const PagedKv& kv, const TmaMaps& t
                                              uint8_t* sst, int tok, int t, int32_t page, int kvh, uint64_t* bar) {
   const int off = t & (kv.page_size - 1);     // a multiple of kRows
   const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
+  if constexpr (L::kBf) {  // each plane as two 128-byte halves (the 128-byte swizzle's widest box)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tma_load_3d(kst + h * (L::kTok * 128) + tok * 128, &tm.k, 128 * h, off, pk, bar);
+      tma_load_3d(vst + h * (L::kTok * 128) + tok * 128, &tm.v, 128 * h, off, pk, bar);
+    }
+    return;
+  }
   const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, off);
   tma_load_3d(kst + tok * L::kKr, &tm.k, 0, off, pk, bar);
   tma_load_3d(vst + tok * L::kVr, &tm.v, 0, off, pk, bar);
@@ -270,6 +275,16 @@ __device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* 
   const int sub = threadIdx.x & 1;
   const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, t & (kv.page_size - 1));
   const uint8_t* ks = kv.k_data + row * L::kKr;
+  if constexpr (L::kBf) {  // the halves layout of mma_bf16_tiles.cuh, 8 units of K and 8 of V per thread
+    const uint8_t* vs = kv.v_data + row * L::kVr;
+#pragma unroll
+    for (int u = sub; u < 16; u += 2) {
+      const int dst = (u >> 3) * (L::kTok * 128) + tok * 128 + (((u & 7) ^ (tok & 7)) << 4);
+      cp_async(kst + dst, ks + 16 * u, 16);
+      cp_async(vst + dst, vs + 16 * u, 16);
+    }
+    return;
+  }
   const int kswz = L::kKr == 128 ? tok & 7 : (tok >> 1) & 3;  // the TMA swizzle pattern (128 / 64 bytes)
 #pragma unroll
   for (int u = sub; u < L::kKr / 16; u += 2) cp_async(kst + tok * L::kKr + ((u ^ kswz) << 4), ks + 16 * u, 16);
@@ -301,7 +316,9 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 // Online-softmax step for the warp's 16 tokens (scores s in qk_tile's layout, -inf =
 // masked): per head hA + i the max over the 8 token rows, acc/l rescaled when it moves
 // (acc column 2c + i is head hA + i as well); P as fp16 transposed by movmatrix into
-// the B layout of the P·V mma (lane (r, c): tokens 2c, 2c+1 / +8 of head r&3).
+// the B layout of the P·V mma (lane (r, c): tokens 2c, 2c+1 / +8 of head r&3); kBf16P: P as
+// bf16 (the bf16 cache's P·V).
+template <bool kBf16P = false>
 __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2], float (&l)[2], float (&acc)[8][4],
                                              uint32_t& pb0, uint32_t& pb1) {
   float mx[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
@@ -323,8 +340,14 @@ __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2],
 #pragma unroll
   for (int i = 0; i < 4; ++i) p[i] = s[i] > -INFINITY ? fast_exp2(s[i] - m[i & 1]) : 0.0f;
   l[0] += p[0] + p[2], l[1] += p[1] + p[3];
-  pb0 = movmatrix_trans(h2_bits(__floats2half2_rn(p[0], p[1])));
-  pb1 = movmatrix_trans(h2_bits(__floats2half2_rn(p[2], p[3])));
+  if constexpr (kBf16P) {
+    const __nv_bfloat162 b01 = __floats2bfloat162_rn(p[0], p[1]), b23 = __floats2bfloat162_rn(p[2], p[3]);
+    pb0 = movmatrix_trans(*reinterpret_cast<const uint32_t*>(&b01));
+    pb1 = movmatrix_trans(*reinterpret_cast<const uint32_t*>(&b23));
+  } else {
+    pb0 = movmatrix_trans(h2_bits(__floats2half2_rn(p[0], p[1])));
+    pb1 = movmatrix_trans(h2_bits(__floats2half2_rn(p[2], p[3])));
+  }
 }
 
 // acc += V^T P for the warp's 16 tokens: A rows r / r+8 of m-tile j = dims 16r+2j / +1,
@@ -373,6 +396,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   using L = MmaLayout<KB, VB, kMode, CW>;
   constexpr int kCW = L::kCW, kCT = L::kCT, kPW = L::kPW, kTok = L::kTok, kSt = L::kSt;
   constexpr int kSr = L::kSr;
+  constexpr bool kBf = L::kBf;  // a bf16 cache: mma_bf16_tiles.cuh, no pair table, no FWHT
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = smem_raw;
   if constexpr (kMode != 0) {  // TMA's 128-byte swizzle pattern needs the K stages 1024-aligned
@@ -381,11 +405,11 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     smem += pad;
   }
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
-  constexpr int kTab = 1 << (2 * VB);
+  constexpr int kTab = kBf ? 1 : 1 << (2 * (kBf ? 1 : VB));
   __shared__ uint32_t s_tab[kTab];
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // modes 1, 2: full[stage], empty[stage]
-  constexpr bool late_tab = kMode != 0;  // TMA modes: the consumers build it while the first copies fly
-  if (!late_tab)
+  constexpr bool late_tab = kMode != 0 && !kBf;  // TMA modes: the consumers build it while the first copies fly
+  if (!late_tab && !kBf)
     for (int i = threadIdx.x; i < kTab; i += L::kThreads) s_tab[i] = pair_entry<VB>(a.centroids, i);
   if constexpr (kMode != 0) {  // the descriptors' fetch overlaps the sequence / page-table loads below
     if (threadIdx.x == L::kCT) tma_prefetch(&tm_k), tma_prefetch(&tm_v);
@@ -474,7 +498,12 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     }
   }
   int32_t next_page = kMode != 0 ? 0 : tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
-  const QFrag qf = load_q<KB>(a, seq, hq0, lane);
+  const auto qf = [&] {
+    if constexpr (kBf)
+      return load_q_bf16(a, seq, hq0, lane);
+    else
+      return load_q<KB>(a, seq, hq0, lane);
+  }();
   const bool k_signed = kv.format.k_signed;
   float acc[8][4];
 #pragma unroll
@@ -500,16 +529,24 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     const uint8_t* sst = smem + L::s_off(cur);
     const int n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
     float s[4];
-    if (KB == 8 && k_signed) {
-      qk_tile<true, kSr, KB>(s, qf, kst, sst, sst + L::kS, tw, lane);
-    } else {
-      qk_tile<false, kSr, KB>(s, qf, kst, sst, sst + L::kS, tw, lane);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
     uint32_t pb0, pb1;
-    softmax_step(s, m, l, acc, pb0, pb1);
-    pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
+    if constexpr (kBf) {
+      qk_tile_bf16<kTok>(s, qf, kst, tw, lane);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * a.q_scale : -INFINITY;
+      softmax_step<true>(s, m, l, acc, pb0, pb1);
+      pv_tile_bf16<kTok>(acc, smem + L::v_off(cur), tw, n_valid, pb0, pb1, lane);
+    } else {
+      if (KB == 8 && k_signed) {
+        qk_tile<true, kSr, KB>(s, qf, kst, sst, sst + L::kS, tw, lane);
+      } else {
+        qk_tile<false, kSr, KB>(s, qf, kst, sst, sst + L::kS, tw, lane);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
+      softmax_step(s, m, l, acc, pb0, pb1);
+      pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
+    }
     if constexpr (kMode != 0) {
       __syncwarp();  // the warp's reads of the stage are done
       if (lane == 0) mbar_arrive(bars + kSt + cur);
@@ -517,9 +554,9 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   }
   if constexpr (kMode == 0) cp_async_wait<0>();
   consumer_sync<kCT>();  // the pipeline buffers become the cross-warp merge buffers
-  write_partial<kCW>(a, smem, acc, m, l, seq, hq0, part);
+  write_partial<kCW, kBf>(a, smem, acc, m, l, seq, hq0, part);
   constexpr int kWCap = L::kBar / (4 * kHeads);  // merge weights per head in the free pipeline
-  merge_if_last<kCW>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
+  merge_if_last<kCW, !kBf>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
 
 bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
@@ -562,32 +599,42 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   const PagedKv& kv = a.p.kv;
   const int gqa = a.p.n_heads / kv.n_kv_heads;
   const dim3 grid(a.plan.n_parts, kv.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
-  const int vb = kv.format.v_bits, vr = kD * vb / 8;
+  const bool bf = kv.format.bf16;
+  const int vb = bf ? 16 : kv.format.v_bits, vr = kD * vb / 8, kr = bf ? 2 * kD : kD * kv.format.k_bits / 8;
   // TMA/bulk copies where the cache allows them (page_size >= 16, 16-byte aligned planes,
   // the encode entry point found); else the cp.async kernel.
   CUtensorMap tm[2] = {};
   const int box_rows = kv.page_size >= 64 ? 64 : 16;  // mode 2 (one page per producer warp) : mode 1
   const bool tma = !force_cp_async() && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
                    aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
-                   paged_rows_map(&tm[0], kv.k_data, kD * kv.format.k_bits / 8, kv.page_size, box_rows,
-                                  kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B) &&
-                   paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, box_rows, CU_TENSOR_MAP_SWIZZLE_NONE);
+                   paged_rows_map(&tm[0], kv.k_data, kr, kv.page_size, box_rows,
+                                  bf || kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                                  bf ? 128 : kr) &&
+                   paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, box_rows,
+                                  bf ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, bf ? 128 : vr);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
     static int printed = 0;
     if (printed++ < 4) std::fprintf(stderr, "[decode_turbo_mma] v%d: %s loads\n", vb, tma ? "TMA" : "cp.async");
   }
-  const bool one = a.plan.mma_warps == 16;
+  const bool one = a.plan.mma_warps == 16 && !bf;  // bf16: 8 consumer warps, one block per SM
   auto pick = [&](auto kb, auto vb) {
     constexpr int K = decltype(kb)::value, V = decltype(vb)::value;
-    if (!tma) return one ? launch_mode<K, V, 0, 16>(a, tm, grid, stream) : launch_mode<K, V, 0, 8>(a, tm, grid, stream);
-    if (box_rows == 64) return one ? launch_mode<K, V, 2, 16>(a, tm, grid, stream) : launch_mode<K, V, 2, 8>(a, tm, grid, stream);
-    return one ? launch_mode<K, V, 1, 16>(a, tm, grid, stream) : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
+    if constexpr (K == 16) {  // bf16: the 8-warp kernel only
+      if (!tma) return launch_mode<K, V, 0, 8>(a, tm, grid, stream);
+      return box_rows == 64 ? launch_mode<K, V, 2, 8>(a, tm, grid, stream) : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
+    } else {
+      if (!tma) return one ? launch_mode<K, V, 0, 16>(a, tm, grid, stream) : launch_mode<K, V, 0, 8>(a, tm, grid, stream);
+      if (box_rows == 64) return one ? launch_mode<K, V, 2, 16>(a, tm, grid, stream) : launch_mode<K, V, 2, 8>(a, tm, grid, stream);
+      return one ? launch_mode<K, V, 1, 16>(a, tm, grid, stream) : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
+    }
   };
   using I8 = std::integral_constant<int, 8>;
   using I4 = std::integral_constant<int, 4>;
   using I3 = std::integral_constant<int, 3>;
   using I2 = std::integral_constant<int, 2>;
+  using I16 = std::integral_constant<int, 16>;
+  if (bf) return pick(I16{}, I16{});
   if (kv.format.k_bits == 8) return vb == 3 ? pick(I8{}, I3{}) : pick(I8{}, I4{});
   return vb == 3 ? pick(I4{}, I3{}) : pick(I4{}, I2{});
 }

@@ -25,10 +25,18 @@ __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\
 // (c >> 1), head 2(c & 1)) hits 32 distinct banks (plain rows: 8-way conflicts), and 32
 // consecutive dims of one head stay a permutation of one bank row for the reads.
 __device__ __forceinline__ int acc_pos(int e, int h) { return e ^ (((e >> 5) & 3) << 1) ^ (((h >> 1) & 1) << 3); }
+// kNatural (the bf16 tiles, mma_bf16_tiles.cuh: lane (r, c) stores dim 16j + r + 8(c >> 1)):
+// e XOR 16 (h bit 1) gives the 32 lanes of a store distinct banks.
+template <bool kNatural>
+__device__ __forceinline__ int merge_pos(int e, int h) {
+  if constexpr (kNatural) return e ^ (((h >> 1) & 1) << 4);
+  return acc_pos(e, h);
+}
 
 // Writes the block's partial (m, l, acc) for its 4 heads: warps merged through shared memory.
 // m[i], l[i]: running max and this lane's weight sum of head hA + i (score-lane layout).
-template <int kCW, int kCT = 32 * kCW>
+// acc: turbo's dims 16r + 2j (+1 in rows r+8), or with kNatural bf16's 16j + r (+8).
+template <int kCW, bool kNatural = false, int kCT = 32 * kCW>
 __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* smem, const float (&acc)[8][4],
                                               const float (&m)[2], float (&l)[2], int seq, int hq0, int part) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2, c = lane & 3;
@@ -38,16 +46,16 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
     l[i] += __shfl_xor_sync(kFull, l[i], 8);
     l[i] += __shfl_xor_sync(kFull, l[i], 16);
   }
-  float* s_acc = reinterpret_cast<float*>(smem);  // [kCW][kHeads][kD], dims at acc_pos
+  float* s_acc = reinterpret_cast<float*>(smem);  // [kCW][kHeads][kD], dims at merge_pos
   float* s_ml = s_acc + kCW * kHeads * kD;     // [kCW][kHeads][2]
   {  // columns 2(c&1), +1 are heads (c >= 2 duplicate c - 2): lanes c < 2 store even dims, c >= 2 odd
     const int hA = 2 * (c & 1), odd = c >> 1;
     float* h0 = s_acc + (warp * kHeads + hA) * kD;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int e = 16 * r + 2 * j + odd;
-      h0[acc_pos(e, hA)] = odd ? acc[j][2] : acc[j][0];
-      h0[kD + acc_pos(e, hA + 1)] = odd ? acc[j][3] : acc[j][1];
+      const int e = kNatural ? 16 * j + r + 8 * odd : 16 * r + 2 * j + odd;
+      h0[merge_pos<kNatural>(e, hA)] = odd ? acc[j][2] : acc[j][0];
+      h0[kD + merge_pos<kNatural>(e, hA + 1)] = odd ? acc[j][3] : acc[j][1];
     }
   }
   if (lane < 2) {  // lane c holds heads 2c, 2c+1
@@ -65,7 +73,7 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
     for (int w = 0; w < kCW; ++w) {
       const float mw = s_ml[2 * (w * kHeads + h)];
       const float cw = mw == -INFINITY ? 0.0f : fast_exp2(mw - mx);
-      sum += s_acc[(w * kHeads + h) * kD + acc_pos(e, h)] * cw;
+      sum += s_acc[(w * kHeads + h) * kD + merge_pos<kNatural>(e, h)] * cw;
       lsum += s_ml[2 * (w * kHeads + h) + 1] * cw;
     }
     const int64_t rec = ((int64_t)seq * a.p.n_heads + hq0 + h) * a.plan.n_parts + part;
@@ -77,7 +85,8 @@ __device__ __forceinline__ void write_partial(const DecodeLaunch& a, uint8_t* sm
 // The merged, still rotated row of one head (lane: dims 4 lane + i) to the output: the
 // inverse FWHT (quant::fwht_stages order: pairs in a lane, then across lanes by
 // shuffles), sign ⊙ /√D, 1/l, bf16.
-__device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4], float l, int seq, int head, int lane) {
+__device__ __forceinline__ void store_rotated_head(const DecodeLaunch& a, float (&x)[4], float l, int seq, int head,
+                                                   int lane) {
 #pragma unroll
   for (int st = 1; st < 4; st <<= 1) {  // stages 1, 2: pairs inside the lane
     float y[4];
@@ -106,12 +115,26 @@ __device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4],
   *reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + head) * kD + 4 * lane) = packed;
 }
 
+// The merged row of one head (lane: dims 4 lane + i) to the output: store_rotated_head, or
+// with kRotated false (a bf16 cache) 1/l, bf16.
+template <bool kRotated = true>
+__device__ __forceinline__ void store_head(const DecodeLaunch& a, float (&x)[4], float l, int seq, int head, int lane) {
+  if constexpr (!kRotated) {
+    uint2 packed;
+    packed.x = f32_to_bf16(l > 0.0f ? x[0] / l : 0.0f) | (uint32_t)f32_to_bf16(l > 0.0f ? x[1] / l : 0.0f) << 16;
+    packed.y = f32_to_bf16(l > 0.0f ? x[2] / l : 0.0f) | (uint32_t)f32_to_bf16(l > 0.0f ? x[3] / l : 0.0f) << 16;
+    *reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + head) * kD + 4 * lane) = packed;
+  } else {
+    store_rotated_head(a, x, l, seq, head, lane);
+  }
+}
+
 // The merge of decode_reduce_cuda.cu for the block's 4 heads, run by the last partition
 // block of the (sequence, head tile) to finish (threadFenceReduction pattern: partials
 // stored, fence, count; the block that counts n_used reads them all through L2). Warp h
 // merges head hq0 + h, lane 4 dims: partitions in index order (deterministic whichever
-// block is last), then store_head.
-template <int kCW, int kCT = 32 * kCW>
+// block is last), then store_head<kRotated>.
+template <int kCW, bool kRotated = true, int kCT = 32 * kCW>
 __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w, int w_cap, int seq, int hq0,
                                               int seq_len) {
   __shared__ int s_last;
@@ -154,7 +177,7 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
       if (i < n_used) acc.x += v[i].x * wi, acc.y += v[i].y * wi, acc.z += v[i].z * wi, acc.w += v[i].w * wi;
     }
     float x[4] = {acc.x, acc.y, acc.z, acc.w};  // dims 4 lane + i
-    store_head(a, x, l, seq, hq0 + h, lane);
+    store_head<kRotated>(a, x, l, seq, hq0 + h, lane);
     return;
   }
   // (m, l) of every partition read once (one lane per partition) into shared memory (the
@@ -202,7 +225,7 @@ __device__ __forceinline__ void merge_if_last(const DecodeLaunch& a, float* s_w,
     }
   }
   float x[4] = {acc.x, acc.y, acc.z, acc.w};  // dims 4 lane + i
-  store_head(a, x, l, seq, hq0 + h, lane);
+  store_head<kRotated>(a, x, l, seq, hq0 + h, lane);
 }
 
 }  // namespace
