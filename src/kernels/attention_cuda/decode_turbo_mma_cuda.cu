@@ -350,47 +350,32 @@ __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2],
   }
 }
 
-// The warp's V codes and scales of its 16 tokens, read from the stage before the math (so the
-// stage can be released early): w[u] = the 16 dims 16r.. of token tw + 2c + (u & 1) + 8 (u >> 1),
-// vab / vcd = the v scales of tokens u = 0, 1 / 2, 3 (0 past n_valid: stale rows may hold Inf/NaN).
-template <int VB>
-struct VRegs {
-  uint32_t w[4][(2 * VB + 3) / 4];
-  __half2 vab, vcd;
-};
-
+// acc += V^T P for the warp's 16 tokens: A rows r / r+8 of m-tile j = dims 16r+2j / +1,
+// k = tokens 2c, 2c+1 / 2c+8, 2c+9, values centroid[idx]·v_scale (fp16) from the pair table.
 template <int VB, int SR>
-__device__ __forceinline__ VRegs<VB> pv_load(const uint8_t* vpl, const uint8_t* vsp, int tw, int n_valid, int lane) {
-  constexpr int kVr = kD * VB / 8, kCb = 2 * VB;  // row bytes, bytes of 16 dims
+__device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, const uint8_t* vsp,
+                                        const uint32_t* tab, int tw, int n_valid, uint32_t pb0, uint32_t pb1, int lane) {
+  constexpr int kVr = kD * VB / 8, kCb = 2 * VB, kPairBits = 2 * VB;  // row bytes, bytes of 16 dims, bits of 2
   const int r = lane >> 2, c = lane & 3;
-  VRegs<VB> v;
+  uint32_t w[4][(kCb + 3) / 4];
   uint32_t vs[4];
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
     const int t = tw + 2 * c + (u & 1) + 8 * (u >> 1);
-    load_chunk<kCb>(vpl + t * kVr + kCb * r, v.w[u]);
-    const uint32_t x = reinterpret_cast<const uint16_t*>(vsp + t * SR)[r >> 1];
-    vs[u] = t - tw < n_valid ? x : 0u;
+    load_chunk<kCb>(vpl + t * kVr + kCb * r, w[u]);
+    const uint32_t v = reinterpret_cast<const uint16_t*>(vsp + t * SR)[r >> 1];
+    vs[u] = t - tw < n_valid ? v : 0u;  // stale rows of a clipped tile may hold Inf/NaN
   }
-  v.vab = bits_h2(vs[0] | vs[1] << 16), v.vcd = bits_h2(vs[2] | vs[3] << 16);
-  return v;
-}
-
-// acc += V^T P for the warp's 16 tokens: A rows r / r+8 of m-tile j = dims 16r+2j / +1,
-// k = tokens 2c, 2c+1 / 2c+8, 2c+9, values centroid[idx]·v_scale (fp16) from the pair table.
-template <int VB>
-__device__ __forceinline__ void pv_math(float (&acc)[8][4], const VRegs<VB>& v, const uint32_t* tab, uint32_t pb0,
-                                        uint32_t pb1) {
-  constexpr int kPairBits = 2 * VB;  // bits of 2 dims
+  const __half2 vab = bits_h2(vs[0] | vs[1] << 16), vcd = bits_h2(vs[2] | vs[3] << 16);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     uint32_t hv[4];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) hv[u] = tab[stream_field<kPairBits>(v.w[u], j)];
-    const uint32_t a0 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[0], hv[1], 0x5410)), v.vab));
-    const uint32_t a1 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[0], hv[1], 0x7632)), v.vab));
-    const uint32_t a2 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[2], hv[3], 0x5410)), v.vcd));
-    const uint32_t a3 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[2], hv[3], 0x7632)), v.vcd));
+    for (int u = 0; u < 4; ++u) hv[u] = tab[stream_field<kPairBits>(w[u], j)];
+    const uint32_t a0 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[0], hv[1], 0x5410)), vab));
+    const uint32_t a1 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[0], hv[1], 0x7632)), vab));
+    const uint32_t a2 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[2], hv[3], 0x5410)), vcd));
+    const uint32_t a3 = h2_bits(__hmul2(bits_h2(__byte_perm(hv[2], hv[3], 0x7632)), vcd));
     mma16816(acc[j], a0, a1, a2, a3, pb0, pb1);
   }
 }
@@ -557,17 +542,12 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
       } else {
         qk_tile<false, kSr, KB>(s, qf, kst, sst, sst + L::kS, tw, lane);
       }
-      const VRegs<VB> vr = pv_load<VB, kSr>(smem + L::v_off(cur), sst + 2 * L::kS, tw, n_valid, lane);
-      if constexpr (kMode != 0) {  // the warp's reads of the stage are done: free it before the math
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bars + kSt + cur);
-      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
       softmax_step(s, m, l, acc, pb0, pb1);
-      pv_math<VB>(acc, vr, s_tab, pb0, pb1);
+      pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
     }
-    if constexpr (kMode != 0 && kBf) {
+    if constexpr (kMode != 0) {
       __syncwarp();  // the warp's reads of the stage are done
       if (lane == 0) mbar_arrive(bars + kSt + cur);
     }
