@@ -40,7 +40,9 @@ void fill_row(float* x, int d, int kind, std::mt19937& rng) {
 }
 
 // Encodes n_tokens random tokens on the GPU and with the reference; compares planes.
-void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16) {
+// with_k / with_v false: that input null, its planes must keep the poison everywhere.
+void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16, bool with_k = true,
+                  bool with_v = true) {
   const int n_kv = 3, n_tokens = 45, d = f.head_dim;
   HostPagedCache h = make_paged_cache(f, n_kv, page_size, {n_tokens + 20}, rng);
   const int64_t rows = h.n_rows();
@@ -89,8 +91,8 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16)
   kernels::KvEncodeCudaParams p;
   p.cache = dev.view(h);
   p.n_tokens = n_tokens;
-  p.k = dk.get();
-  p.v = dv.get();
+  p.k = with_k ? dk.get() : nullptr;
+  p.v = with_v ? dv.get() : nullptr;
   p.slot_mapping = dslots.get();
   const Status st = kernels::kvcodec_encode_cuda(p);
   ASSERT_TRUE(st.ok()) << st.to_string();
@@ -100,23 +102,23 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16)
   for (int t = 0; t < n_tokens; ++t) {
     for (int hh = 0; slots[t] >= 0 && hh < n_kv; ++hh) mapped[h.slot_row(slots[t], hh)] = true;
   }
-  auto compare = [&](const auto& got, const auto& want, int per_row, const char* plane) {
+  auto compare = [&](const auto& got, const auto& want, int per_row, const char* plane, bool written = true) {
     for (int64_t r = 0; r < rows; ++r) {
       for (int i = 0; i < per_row; ++i) {
         const size_t at = (size_t)r * per_row + i;
         const uint32_t poison = sizeof(got[0]) == 1 ? 0xa5u : 0xa5a5u;
-        const uint32_t w = mapped[r] ? (uint32_t)want[at] : poison;
+        const uint32_t w = mapped[r] && written ? (uint32_t)want[at] : poison;
         ASSERT_EQ((uint32_t)got[at], w) << format_name(f) << " plane " << plane << " row " << r
                                          << (mapped[r] ? "" : " (unmapped)") << " elem " << i;
       }
     }
   };
-  compare(dev.k_data.download(), ref.k_data, f.k_row_bytes(), "k_data");
-  compare(dev.v_data.download(), ref.v_data, f.v_row_bytes(), "v_data");
+  compare(dev.k_data.download(), ref.k_data, f.k_row_bytes(), "k_data", with_k);
+  compare(dev.v_data.download(), ref.v_data, f.v_row_bytes(), "v_data", with_v);
   if (!f.bf16) {
-    compare(dev.k_scale.download(), ref.k_scale, f.n_groups(), "k_scale");
-    compare(dev.k_zero.download(), ref.k_zero, f.n_groups(), "k_zero");
-    compare(dev.v_scale.download(), ref.v_scale, f.n_groups(), "v_scale");
+    compare(dev.k_scale.download(), ref.k_scale, f.n_groups(), "k_scale", with_k);
+    compare(dev.k_zero.download(), ref.k_zero, f.n_groups(), "k_zero", with_k);
+    compare(dev.v_scale.download(), ref.v_scale, f.n_groups(), "v_scale", with_v);
   }
 }
 
@@ -137,6 +139,21 @@ TEST(KvcodecCuda, EncodeBitExactWithReferenceOnRandomData) {
     for (const PagedKvFormat& f : all_formats(d)) {
       SCOPED_TRACE(format_name(f));
       check_format(f, rng);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// K only and V only (the other input null): the present planes as the reference, the
+// other planes untouched (the kernel's K and V halves run independently).
+TEST(KvcodecCuda, EncodeKOnlyAndVOnly) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(7);
+  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 8, true, 64},
+                                 PagedKvFormat{false, 3, 2, true, 512}, PagedKvFormat{true, 16, 16, false, 128}}) {
+    for (const bool k_only : {true, false}) {
+      SCOPED_TRACE(format_name(f) + (k_only ? "/k only" : "/v only"));
+      check_format(f, rng, 16, k_only, !k_only);
       if (HasFatalFailure()) return;
     }
   }

@@ -1,10 +1,10 @@
-// CUDA encode kernel of the KV codec: thread e of a (token, kv head) block owns
-// element e; warp g is 32-group g. K: warp min/max, then quant::turbo_k_group_params
-// and turbo_k_quantize per element; V: random-sign FWHT (butterflies of
-// quant::fwht_stages, shuffles then shared memory), RMS over the group summed in
-// index order as quant::turbo_v_encode_group, turbo_v_bucket. Packing is
-// quant::bitpack_pack (into shared memory, then one byte per lane). No fast-math
-// anywhere: the bits equal kvcodec_encode_ref's.
+// CUDA encode kernel of the KV codec: thread e of a (token, kv head) block's K half
+// (threads [0, d)) and of its V half ([d, 2d)) owns element e; warp g of a half is 32-group
+// g. K: warp min/max, then quant::turbo_k_group_params and turbo_k_quantize per element;
+// V: random-sign FWHT (butterflies of quant::fwht_stages, shuffles then shared memory),
+// RMS over the group summed in index order as quant::turbo_v_encode_group,
+// turbo_v_bucket. Packing: the quant::bitpack_pack stream, one byte per lane. No
+// fast-math anywhere: the bits equal kvcodec_encode_ref's.
 #include "kernels/kvcodec/kvcodec_cuda.h"
 #include "quant/turbo_v.h"
 
@@ -13,20 +13,27 @@ namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
 
-// Packs the warp's 32 indices (idx: the group's s_idx) into out[0, 32 * bits / 8) by
-// quant::bitpack_pack: lane 0 packs into the warp's shared buffer, then one lane per byte
-// stores it (packing in place did byte read-modify-writes of global memory: 3.9-4.4x
-// slower, docs/bench/cuda.md run 13). Called by the whole warp.
-__device__ __forceinline__ void store_group(const uint8_t* idx, int bits, uint8_t* s_pack, uint8_t* out, int lane) {
-  const int gb = quant::bitpack_bytes(quant::kTurboGroup, bits);
-  if (lane == 0) quant::bitpack_pack(idx, 32, bits, s_pack);
-  __syncwarp();
-  if (lane < gb) out[lane] = s_pack[lane];
+// Stores the warp's 32 indices (idx: the group's s_idx, values < 2^bits) as the
+// quant::bitpack_pack stream at out[0, 32 * bits / 8): lane b builds byte b from the
+// elements that overlap it (LSB-first, no element written twice, so the bytes equal
+// bitpack_pack's ORs). 8-bit: each lane its own byte. Called by the whole warp after the
+// indices are in shared memory (run 18; lane 0 packing all 32 ran serially before).
+__device__ __forceinline__ void store_group(const uint8_t* idx, int bits, uint8_t* out, int lane) {
+  if (bits == 8) {
+    out[lane] = idx[lane];
+    return;
+  }
+  if (lane >= quant::bitpack_bytes(quant::kTurboGroup, bits)) return;
+  const int b0 = 8 * lane, i0 = b0 / bits, i1 = (b0 + 7) / bits;
+  uint64_t w = 0;
+  for (int i = i0; i <= i1; ++i) w |= (uint64_t)idx[i] << (i * bits - i0 * bits);
+  out[lane] = (uint8_t)(w >> (b0 - i0 * bits));
 }
 
-__device__ void encode_k(const KvEncodeCudaParams& p, float x, int64_t row, uint8_t* s_idx, uint8_t* s_pack) {
+// K of one element e (lane of warp g = 32-group g) of the row.
+__device__ void encode_k(const KvEncodeCudaParams& p, float x, int e, int64_t row, uint8_t* s_idx) {
   const PagedKvFormat& f = p.cache.format;
-  const int e = threadIdx.x, lane = e % 32, g = e / 32;
+  const int lane = e % 32, g = e / 32;
   const bool sgn = f.k_bits == 8 && f.k_signed;
   float mn = x, mx = x;
   for (int off = 16; off > 0; off >>= 1) {
@@ -38,27 +45,30 @@ __device__ void encode_k(const KvEncodeCudaParams& p, float x, int64_t row, uint
   s_idx[e] = regular ? quant::turbo_k_quantize(x, s, zp, f.k_bits, sgn) : 0;
   __syncwarp();
   const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.k_bits);
-  store_group(s_idx + g * 32, f.k_bits, s_pack + g * 32, p.cache.k_data + row * f.k_row_bytes() + g * gb, lane);
+  store_group(s_idx + g * 32, f.k_bits, p.cache.k_data + row * f.k_row_bytes() + g * gb, lane);
   if (lane == 0) {
     p.cache.k_scale[row * f.n_groups() + g] = f32_to_f16(s);
     p.cache.k_zero[row * f.n_groups() + g] = f32_to_f16(zp);
   }
 }
 
-__device__ void encode_v(const KvEncodeCudaParams& p, float x, int64_t row, const float* signs, float inv_sqrt,
-                         const float* boundaries, uint8_t* s_idx, float* s_x, uint8_t* s_pack) {
+// Barrier of the V half's head_dim threads (named barrier 1; the K half never waits on it).
+__device__ __forceinline__ void v_sync(int d) { asm volatile("bar.sync 1, %0;\n" ::"r"(d) : "memory"); }
+
+// V of element e: x already times its sign; boundaries in shared memory.
+__device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t row, float inv_sqrt,
+                         const float* boundaries, uint8_t* s_idx, float* s_x) {
   const PagedKvFormat& f = p.cache.format;
-  const int e = threadIdx.x, lane = e % 32, g = e / 32, d = f.head_dim;
-  x = quant::mul_rn(x, signs[e]);
+  const int lane = e % 32, g = e / 32, d = f.head_dim;
   for (int h = 1; h < d; h <<= 1) {  // quant::fwht_stages: lower a+b, upper a-b, stage by stage
     float other;
     if (h < 32) {
       other = __shfl_xor_sync(kFull, x, h);
     } else {
       s_x[e] = x;
-      __syncthreads();
+      v_sync(d);
       other = s_x[e ^ h];
-      __syncthreads();
+      v_sync(d);
     }
     x = (e & h) ? quant::add_rn(other, -x) : quant::add_rn(x, other);
   }
@@ -75,38 +85,57 @@ __device__ void encode_v(const KvEncodeCudaParams& p, float x, int64_t row, cons
   s_idx[e] = (uint8_t)quant::turbo_v_bucket(quant::f16_div(rh, s), boundaries, f.v_bits);
   __syncwarp();
   const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.v_bits);
-  store_group(s_idx + g * 32, f.v_bits, s_pack + g * 32, p.cache.v_data + row * f.v_row_bytes() + g * gb, lane);
+  store_group(s_idx + g * 32, f.v_bits, p.cache.v_data + row * f.v_row_bytes() + g * gb, lane);
   if (lane == 0) {
     p.cache.v_scale[row * f.n_groups() + g] = f32_to_f16(s);
   }
 }
 
-__global__ void __launch_bounds__(512) kv_encode_kernel(const KvEncodeCudaParams p, const float* signs,
-                                                        float inv_sqrt, const float* boundaries) {
-  __shared__ uint8_t s_idx[512];
-  __shared__ uint8_t s_pack[512];  // [warp][32]: packed bytes of the warp's group
+// Turbo: 2 head_dim threads, K by threads [0, d) and V by [d, 2d) side by side (run 18;
+// one after the other before). Every global read (slot, the input element, its sign, the
+// codebook boundaries) is issued first, so the block waits for one DRAM trip, not four.
+// bf16: head_dim threads, K and V stored per element.
+__global__ void __launch_bounds__(1024) kv_encode_kernel(const KvEncodeCudaParams p, const float* signs,
+                                                         float inv_sqrt, const float* boundaries) {
+  __shared__ uint8_t s_idx[2][512];
   __shared__ float s_x[512];
+  __shared__ float s_bound[255];
   // A programmatically launched successor (the decode attention, DecodeCudaParams::
   // programmatic_launch) may start now; it waits for this grid's writes before its reads.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Block b = (token b % n_tokens, kv head b / n_tokens): token fastest, as the 2-D grid
   // before run 13 (kv head fastest measured equal for turbo, 7 % slower for bf16).
-  const int t = blockIdx.x % p.n_tokens, h = blockIdx.x / p.n_tokens, e = threadIdx.x;
-  const int slot = p.slot_mapping[t];
-  if (slot < 0) return;  // uniform per block
+  const int t = blockIdx.x % p.n_tokens, h = blockIdx.x / p.n_tokens;
   const PagedKvFormat& f = p.cache.format;
   const int d = f.head_dim;
+  const bool is_v = !f.bf16 && (int)threadIdx.x >= d;
+  const int e = is_v ? threadIdx.x - d : threadIdx.x;
   const int64_t in = ((int64_t)t * p.cache.n_kv_heads + h) * d + e;
-  const int ps = p.cache.page_size;  // a power of two (validated)
-  const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
+  const float* src = is_v ? p.v : p.k;
+  const float x_in = src ? src[in] : 0.0f;  // loads in flight together: the input,
+  const float v_in = f.bf16 && p.v ? p.v[in] : 0.0f;
+  float sign = 1.0f;
+  if (is_v) {
+    sign = signs[e];  // its sign,
+    for (int i = e; i < (1 << f.v_bits) - 1; i += d) s_bound[i] = boundaries[i];  // the codebook boundaries,
+  }
+  const int slot = p.slot_mapping[t];  // the slot
   if (f.bf16) {
-    if (p.k) reinterpret_cast<uint16_t*>(p.cache.k_data)[row * d + e] = quant::bf16_kv_encode(p.k[in]);
-    if (p.v) reinterpret_cast<uint16_t*>(p.cache.v_data)[row * d + e] = quant::bf16_kv_encode(p.v[in]);
+    if (slot < 0) return;
+    const int ps = p.cache.page_size;
+    const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
+    if (p.k) reinterpret_cast<uint16_t*>(p.cache.k_data)[row * d + e] = quant::bf16_kv_encode(x_in);
+    if (p.v) reinterpret_cast<uint16_t*>(p.cache.v_data)[row * d + e] = quant::bf16_kv_encode(v_in);
     return;
   }
-  if (p.k) encode_k(p, quant::sanitize_kv_input(p.k[in]), row, s_idx, s_pack);
-  __syncthreads();  // s_idx and s_pack are reused by V
-  if (p.v) encode_v(p, quant::sanitize_kv_input(p.v[in]), row, signs, inv_sqrt, boundaries, s_idx, s_x, s_pack);
+  if (is_v) v_sync(d);  // s_bound
+  if (slot < 0 || !src) return;  // uniform per half (a V half without input never reaches a v_sync again)
+  const int ps = p.cache.page_size;  // a power of two (validated)
+  const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
+  if (is_v)
+    encode_v(p, quant::mul_rn(quant::sanitize_kv_input(x_in), sign), e, row, inv_sqrt, s_bound, s_idx[1], s_x);
+  else
+    encode_k(p, quant::sanitize_kv_input(x_in), e, row, s_idx[0]);
 }
 
 }  // namespace
@@ -115,7 +144,8 @@ cudaError_t launch_kv_encode(const KvEncodeCudaParams& p, const float* signs, fl
                              const float* boundaries, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const dim3 grid(p.n_tokens * p.cache.n_kv_heads);  // <= INT32_MAX (validated)
-  kv_encode_kernel<<<grid, p.cache.format.head_dim, 0, stream>>>(p, signs, inv_sqrt, boundaries);
+  const int threads = p.cache.format.head_dim * (p.cache.format.bf16 ? 1 : 2);  // turbo: K and V halves
+  kv_encode_kernel<<<grid, threads, 0, stream>>>(p, signs, inv_sqrt, boundaries);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,7 @@
 // CUDA encode of new tokens' K/V (fp32 rows) into the paged cache (turbo or bf16),
 // bit-exact with kvcodec_encode_ref: the same src/quant inline codec per element,
-// one block per (token, kv head), one warp per 32-group (spec §4, write path).
+// one block per (token, kv head), K and V halves side by side, one warp per 32-group of
+// each (spec §4, write path).
 #pragma once
 #include <cuda_runtime_api.h>
 
