@@ -1,13 +1,13 @@
-// Tensor-core fast path of the fused TurboQuant decode (k8v3/k8v4/k4v3/k4v2, head_dim 128, GQA
-// tiles of 4 query heads): Q·K by int8 mma.sync m16n8k32 on the stored key bytes and q as
-// 16-bit integers in hi/lo int8 columns (group scale/zero applied after: s = Σ_g s_g (Σ idx q
-// + z_g Σ q)), P·V by mma.sync m16n8k16 f16 with fp16 P and centroid·scale V (rotated
-// domain, one FWHT in the merge). A warp's 16 tokens of one kv head are contiguous rows of a
-// page in every plane (head-major pages, paged_kv.h): a producer warp brings K/V to shared
-// memory by TMA bulk tensor copies and the scale rows (16 x 8 bytes per plane) by plain bulk
-// copies on per-stage mbarriers (page_size >= 16; else cp.async); the last partition block
-// of each (sequence, head tile) merges the partials (no reduce kernel). Error model and
-// tolerance: tests/cuda/attention_cuda_test.cc;
+// Tensor-core fast path of the fused TurboQuant decode (k8v3/k8v4/k4v3/k4v2; a bf16 cache by
+// the tiles of mma_bf16_tiles.cuh; head_dim 128, GQA tiles of 4 query heads): Q·K by int8
+// mma.sync m16n8k32 on the stored key bytes and q as 16-bit integers in hi/lo int8 columns
+// (group scale/zero applied after: s = Σ_g s_g (Σ idx q + z_g Σ q)), P·V by mma.sync m16n8k16
+// f16 with fp16 P and centroid·scale V (rotated domain, one FWHT in the merge). A warp's 16
+// tokens of one kv head are contiguous rows of a page in every plane (head-major pages,
+// paged_kv.h): a producer warp brings K/V to shared memory by TMA bulk tensor copies and the
+// scale rows (16 x 8 bytes per plane) by plain bulk copies on per-stage mbarriers (page_size >=
+// 16; else cp.async); the last partition block of each (sequence, head tile) merges the
+// partials (no reduce kernel). Error model and tolerance: tests/cuda/attention_cuda_test.cc;
 // layout and design: docs/cuda-kernels.md. Formats: src/quant/turbo_k.h, turbo_v.h, bitpack.h.
 
 #include <algorithm>
