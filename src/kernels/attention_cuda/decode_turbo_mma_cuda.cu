@@ -221,7 +221,8 @@ struct MmaLayout {
   __host__ __device__ static constexpr int v_off(int s) { return kSt * kK + s * kV; }
   __host__ __device__ static constexpr int s_off(int s) { return kSt * (kK + kV) + s * 3 * kS; }
   static constexpr int kBar = kSt * (kK + kV + 3 * kS);
-  static constexpr int kTabBytes = kBf ? 0 : 4 * (1 << (2 * (kBf ? 1 : VB)));  // the pair table (static shared memory)
+  static constexpr int kTab = kBf ? 1 : 1 << (2 * (kBf ? 1 : VB));  // pair-table entries (bf16: none, 1 declared)
+  static constexpr int kTabBytes = kBf ? 0 : 4 * kTab;                // the pair table (static shared memory)
   static constexpr int kBytes = kBar + 16 * kSt;
   // Per-block share of the SM's 228 KB at kMinBlocks blocks (1 KB of it reserved per block).
   static constexpr int kBudget = 233472 / kMinBlocks - 1024 - kTabBytes;
@@ -405,7 +406,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     smem += pad;
   }
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
-  constexpr int kTab = kBf ? 1 : 1 << (2 * (kBf ? 1 : VB));
+  constexpr int kTab = L::kTab;
   __shared__ uint32_t s_tab[kTab];
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // modes 1, 2: full[stage], empty[stage]
   constexpr bool late_tab = kMode != 0 && !kBf;  // TMA modes: the consumers build it while the first copies fly

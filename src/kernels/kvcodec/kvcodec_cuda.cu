@@ -120,18 +120,16 @@ __global__ void __launch_bounds__(1024) kv_encode_kernel(const KvEncodeCudaParam
     for (int i = e; i < (1 << f.v_bits) - 1; i += d) s_bound[i] = boundaries[i];  // the codebook boundaries,
   }
   const int slot = p.slot_mapping[t];  // the slot
+  if (is_v) v_sync(d);  // s_bound (turbo only: a bf16 block has no V half)
+  if (slot < 0) return;  // uniform per block
+  const int ps = p.cache.page_size;  // a power of two (validated)
+  const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
   if (f.bf16) {
-    if (slot < 0) return;
-    const int ps = p.cache.page_size;
-    const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
     if (p.k) reinterpret_cast<uint16_t*>(p.cache.k_data)[row * d + e] = quant::bf16_kv_encode(x_in);
     if (p.v) reinterpret_cast<uint16_t*>(p.cache.v_data)[row * d + e] = quant::bf16_kv_encode(v_in);
     return;
   }
-  if (is_v) v_sync(d);  // s_bound
-  if (slot < 0 || !src) return;  // uniform per half (a V half without input never reaches a v_sync again)
-  const int ps = p.cache.page_size;  // a power of two (validated)
-  const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
+  if (!src) return;  // uniform per half (a V half without input never reaches a v_sync again)
   if (is_v)
     encode_v(p, quant::mul_rn(quant::sanitize_kv_input(x_in), sign), e, row, inv_sqrt, s_bound, s_idx[1], s_x);
   else
