@@ -219,6 +219,7 @@ nlohmann::json bench_encode(const Scheme& sc) {
 int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
   bool quick = false, encode = true, general = false, no_copy = false;
+  double prealloc_gib = 0;  // --prealloc G: allocate, write and free G GiB first (run 26's sweep-order check)
   std::string only_scheme;
   int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
   for (int i = 1; i < argc; ++i) {
@@ -238,6 +239,7 @@ int run(int argc, char** argv) {
     if (a == "--csr") g_csr = true;
     if (a == "--step") g_step = true;
     if (a == "--no-copy") no_copy = true;
+    if (a == "--prealloc" && i + 1 < argc) prealloc_gib = std::atof(argv[++i]);
   }
   if (device::cuda_device_count() == 0) {
     std::fprintf(stderr, "tkv_cuda_bench: %s\n", device::cuda_device_summary().c_str());
@@ -245,6 +247,14 @@ int run(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   TKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prealloc_gib > 0) {
+    const int64_t n = (int64_t)(prealloc_gib * (1 << 30));
+    void* big = dmalloc(n);
+    TKV_CUDA_CHECK(cudaMemset(big, 1, n));
+    TKV_CUDA_CHECK(cudaDeviceSynchronize());
+    TKV_CUDA_CHECK(cudaFree(big));
+    std::printf("prealloc: %.1f GiB allocated, written and freed\n", prealloc_gib);
+  }
   const double copy = no_copy ? 1.0 : copy_gbs();  // --no-copy: sweeps; "% of copy" then meaningless
   const double rd = no_copy ? 1.0 : read_gbs();
   std::printf("%s, copy %.0f GB/s (D2D, read + write), read-only %.0f GB/s\n", device::cuda_device_summary().c_str(), copy, rd);
