@@ -35,13 +35,15 @@ struct Scheme {
   quant::KvKind kind;
   int kb, vb;
 };
-constexpr Scheme kSchemes[] = {{"bf16", true, quant::KvKind::kBf16, 16, 16},  {"kv8", false, quant::KvKind::kAffine, 8, 8},
-                               {"kv4", false, quant::KvKind::kAffine, 4, 4},  {"k8v4", false, quant::KvKind::kTurbo, 8, 4},
-                               {"k8v3", false, quant::KvKind::kTurbo, 8, 3},  {"k4v3", false, quant::KvKind::kTurbo, 4, 3}};
+constexpr Scheme kSchemes[] = {
+    {"bf16", true, quant::KvKind::kBf16, 16, 16}, {"kv8", false, quant::KvKind::kAffine, 8, 8},
+    {"kv4", false, quant::KvKind::kAffine, 4, 4}, {"k8v4", false, quant::KvKind::kTurbo, 8, 4},
+    {"k8v3", false, quant::KvKind::kTurbo, 8, 3}, {"k4v3", false, quant::KvKind::kTurbo, 4, 3}};
 
 // 2 threads (the target machine); TKV_BENCH_THREADS overrides, e.g. 1 to see pure compute.
 ThreadPool& pool2() {
-  static ThreadPool pool(std::getenv("TKV_BENCH_THREADS") ? std::atoi(std::getenv("TKV_BENCH_THREADS")) : 2);
+  static ThreadPool pool(
+      std::getenv("TKV_BENCH_THREADS") ? std::atoi(std::getenv("TKV_BENCH_THREADS")) : 2);
   return pool;
 }
 
@@ -60,15 +62,18 @@ struct Fixture {
     quant::KvScheme s{sc.kind, sc.kb, sc.vb, d};
     row_bytes = kernels::kv_segment_row_bytes(sc.is_bf16, s, d);
     const int64_t n_pages = (n_ctx + kPage - 1) / kPage;
-    pool.assign(static_cast<size_t>(n_pages * nkv * kPage * row_bytes + kernels::kKvPoolTailPad), 0);
+    pool.assign(static_cast<size_t>(n_pages * nkv * kPage * row_bytes + kernels::kKvPoolTailPad),
+                0);
     for (int64_t p = 0; p < n_pages; ++p) pages.push_back(static_cast<int32_t>(n_pages - 1 - p));
     std::mt19937 rng(3);
     std::normal_distribution<float> nd;
     std::vector<float> k(static_cast<size_t>(d)), v(k.size());
-    if (sc.is_bf16) k16.resize(static_cast<size_t>(n_pages * kPage * nkv * d)), v16.resize(k16.size());
+    if (sc.is_bf16)
+      k16.resize(static_cast<size_t>(n_pages * kPage * nkv * d)), v16.resize(k16.size());
     for (int64_t t = 0; t < n_ctx; ++t)
       for (int h = 0; h < nkv; ++h) {
-        for (int e = 0; e < d; ++e) k[static_cast<size_t>(e)] = nd(rng), v[static_cast<size_t>(e)] = nd(rng);
+        for (int e = 0; e < d; ++e)
+          k[static_cast<size_t>(e)] = nd(rng), v[static_cast<size_t>(e)] = nd(rng);
         const int64_t page = pages[static_cast<size_t>(t / kPage)];
         uint8_t* row = pool.data() + ((page * nkv + h) * kPage + t % kPage) * row_bytes;
         if (sc.is_bf16) {
@@ -76,7 +81,8 @@ struct Fixture {
           const size_t base = static_cast<size_t>(((page * kPage + t % kPage) * nkv + h) * d);
           for (int e = 0; e < d; ++e) {
             r16[e] = k16[base + static_cast<size_t>(e)] = f32_to_bf16(k[static_cast<size_t>(e)]);
-            r16[d + e] = v16[base + static_cast<size_t>(e)] = f32_to_bf16(v[static_cast<size_t>(e)]);
+            r16[d + e] = v16[base + static_cast<size_t>(e)] =
+                f32_to_bf16(v[static_cast<size_t>(e)]);
           }
           continue;
         }
@@ -100,7 +106,8 @@ enum Path { kFused, kReference, kBf16Base };
 void bm_attention(benchmark::State& state, Shape sh, Scheme sc, int64_t n_ctx, Path path) {
   Fixture f(sh, sc, n_ctx);
   kernels::AttnArgs a{f.q.data(), f.out.data(), 1, sh.n_heads, n_ctx - 1, 0, 0.125f};
-  kernels::PagedBf16View bv{f.k16.data(), f.v16.data(), f.pages.data(), kPage, sh.n_kv_heads, sh.head_dim, n_ctx};
+  kernels::PagedBf16View bv{f.k16.data(),  f.v16.data(), f.pages.data(), kPage,
+                            sh.n_kv_heads, sh.head_dim,  n_ctx};
   for (auto _ : state) {
     if (path == kFused) kernels::attention_paged_fused_cpu(&f.view, 1, a, pool2());
     if (path == kReference) kernels::attention_paged_ref(&f.view, 1, a);
@@ -108,8 +115,8 @@ void bm_attention(benchmark::State& state, Shape sh, Scheme sc, int64_t n_ctx, P
     benchmark::DoNotOptimize(f.out.data());
   }
   const double kv_bytes = static_cast<double>(n_ctx * sh.n_kv_heads * f.row_bytes);
-  state.counters["GB/s"] = benchmark::Counter(kv_bytes, benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GB/s"] = benchmark::Counter(
+      kv_bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 const int kRegistered = [] {
@@ -119,8 +126,11 @@ const int kRegistered = [] {
         for (Path p : {kFused, kReference, kBf16Base}) {
           if (p == kBf16Base && !sc.is_bf16) continue;
           const char* pn = p == kFused ? "fused" : p == kReference ? "reference" : "bf16-base";
-          const std::string name = std::string(sh.name) + "/" + sc.name + "/" + pn + "/ctx" + std::to_string(ctx);
-          benchmark::RegisterBenchmark(name.c_str(), bm_attention, sh, sc, ctx, p)->Unit(benchmark::kMicrosecond)->UseRealTime();
+          const std::string name =
+              std::string(sh.name) + "/" + sc.name + "/" + pn + "/ctx" + std::to_string(ctx);
+          benchmark::RegisterBenchmark(name.c_str(), bm_attention, sh, sc, ctx, p)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
         }
   return 0;
 }();

@@ -45,12 +45,18 @@ tkv::ThreadPool& single() {
 
 KvScheme scheme_of(int id, int d) {
   switch (id) {
-    case 0: return {KvKind::kTurbo, 8, 3, d};
-    case 1: return {KvKind::kTurbo, 8, 4, d};
-    case 2: return {KvKind::kTurbo, 4, 3, d};
-    case 3: return {KvKind::kTurbo, 4, 2, d};
-    case 4: return {KvKind::kAffine, 8, 8, d};
-    default: return {KvKind::kAffine, 4, 4, d};
+    case 0:
+      return {KvKind::kTurbo, 8, 3, d};
+    case 1:
+      return {KvKind::kTurbo, 8, 4, d};
+    case 2:
+      return {KvKind::kTurbo, 4, 3, d};
+    case 3:
+      return {KvKind::kTurbo, 4, 2, d};
+    case 4:
+      return {KvKind::kAffine, 8, 8, d};
+    default:
+      return {KvKind::kAffine, 4, 4, d};
   }
 }
 
@@ -72,7 +78,8 @@ void BM_Dequant(benchmark::State& st) {
   Setup su(scheme_of((int)st.range(0), (int)st.range(1)));
   const bool rotated = st.range(2) != 0;
   for (auto _ : st) {
-    tkv::kernels::kvcodec_dequant_cpu({su.s, kRows, su.planes, su.ko.data(), su.vo.data(), rotated}, &single());
+    tkv::kernels::kvcodec_dequant_cpu({su.s, kRows, su.planes, su.ko.data(), su.vo.data(), rotated},
+                                      &single());
     benchmark::ClobberMemory();
   }
   finish(st, su);

@@ -28,7 +28,8 @@ tkv::ThreadPool& pool_for(int n) {
 
 // Random codes with sane fp16 scales (offsets of the scale fields per block type).
 std::vector<uint8_t> make_weights(Type type, int64_t n_in, int64_t n_out, int copies) {
-  const size_t rb = tkv::ggml::row_bytes(type, n_in), bytes = rb * static_cast<size_t>(n_out) * copies;
+  const size_t rb = tkv::ggml::row_bytes(type, n_in),
+               bytes = rb * static_cast<size_t>(n_out) * copies;
   std::vector<uint8_t> buf(bytes);
   std::mt19937 rng(42);
   for (size_t i = 0; i + 4 <= bytes; i += 4) {
@@ -38,7 +39,8 @@ std::vector<uint8_t> make_weights(Type type, int64_t n_in, int64_t n_out, int co
   const auto& tr = tkv::ggml::traits(type);
   size_t off[2] = {0, 2};
   int n_f16 = 1;
-  if (type == Type::kQ4_1 || type == Type::kQ5_1 || type == Type::kQ4_K || type == Type::kQ5_K) n_f16 = 2;
+  if (type == Type::kQ4_1 || type == Type::kQ5_1 || type == Type::kQ4_K || type == Type::kQ5_K)
+    n_f16 = 2;
   if (type == Type::kQ6_K) off[0] = offsetof(tkv::ggml::BlockQ6_K, d);
   const uint16_t h = tkv::f32_to_f16(0.01f);
   for (size_t b = 0; b + tr.block_bytes <= bytes; b += tr.block_bytes)
@@ -55,7 +57,8 @@ void BM_StreamRead(benchmark::State& st) {
       __m256i acc = _mm256_setzero_si256();
       for (int64_t i = b; i < e; ++i) {
         const __m256i* p = reinterpret_cast<const __m256i*>(buf.data() + i * 64);
-        acc = _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_loadu_si256(p), _mm256_loadu_si256(p + 1)));
+        acc = _mm256_add_epi64(acc,
+                               _mm256_add_epi64(_mm256_loadu_si256(p), _mm256_loadu_si256(p + 1)));
       }
       benchmark::DoNotOptimize(acc);
     });
@@ -79,17 +82,21 @@ void BM_Matmul(benchmark::State& st) {
   const Type type = static_cast<Type>(st.range(0));
   const int64_t n_in = st.range(1), n_out = st.range(2), n_tokens = st.range(3);
   const size_t mat_bytes = tkv::ggml::row_bytes(type, n_in) * static_cast<size_t>(n_out);
-  // Decode: rotate through copies so the working set exceeds L3; prefill is compute-bound, one copy.
-  const int copies = n_tokens == 1 ? static_cast<int>((kOutOfCacheBytes + mat_bytes - 1) / mat_bytes) : 1;
+  // Decode: rotate through copies so the working set exceeds L3; prefill is compute-bound, one
+  // copy.
+  const int copies =
+      n_tokens == 1 ? static_cast<int>((kOutOfCacheBytes + mat_bytes - 1) / mat_bytes) : 1;
   const std::vector<uint8_t> w = make_weights(type, n_in, n_out, copies);
-  std::vector<float> x(static_cast<size_t>(n_in * n_tokens)), y(static_cast<size_t>(n_out * n_tokens));
+  std::vector<float> x(static_cast<size_t>(n_in * n_tokens)),
+      y(static_cast<size_t>(n_out * n_tokens));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (auto& v : x) v = u(rng);
   tkv::ThreadPool& pool = pool_for(static_cast<int>(st.range(4)));
   int c = 0;
   for (auto _ : st) {
-    const tkv::kernels::WeightView wv{w.data() + mat_bytes * static_cast<size_t>(c), type, n_in, n_out};
+    const tkv::kernels::WeightView wv{w.data() + mat_bytes * static_cast<size_t>(c), type, n_in,
+                                      n_out};
     tkv::kernels::matmul_cpu(wv, x.data(), y.data(), n_tokens, pool);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
@@ -97,18 +104,25 @@ void BM_Matmul(benchmark::State& st) {
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(mat_bytes));
   st.counters["GFLOPs"] = benchmark::Counter(2.0 * n_in * n_out * n_tokens * st.iterations() * 1e-9,
                                              benchmark::Counter::kIsRate);
-  st.SetLabel(std::string(tkv::ggml::traits(type).name) + (copies > 1 ? " out-of-cache" : " in-cache"));
+  st.SetLabel(std::string(tkv::ggml::traits(type).name) +
+              (copies > 1 ? " out-of-cache" : " in-cache"));
 }
 
 void matmul_args(benchmark::internal::Benchmark* b) {
-  struct Shape { Type type; int64_t n_in, n_out; bool prefill; };
+  struct Shape {
+    Type type;
+    int64_t n_in, n_out;
+    bool prefill;
+  };
   const Shape shapes[] = {
-      {Type::kQ4_1, 576, 1536, true}, {Type::kQ4_1, 1536, 576, true}, {Type::kQ4_1, 576, 576, true},
-      {Type::kQ4_1, 576, 192, true},  {Type::kQ8_0, 576, 49152, false},  // SmolLM2-135M
-      {Type::kQ5_0, 640, 2048, true}, {Type::kQ8_0, 640, 256, true},       // Gemma-3-270M
-      {Type::kQ4_K, 1536, 8960, true}, {Type::kQ6_K, 8960, 1536, true}, {Type::kQ4_K, 8960, 1536, true},
-      {Type::kQ4_K, 1536, 1536, true}, {Type::kQ6_K, 1536, 151936, false},  // Qwen2.5-1.5B
-      {Type::kF16, 576, 1536, false}, {Type::kQ5_K, 1536, 8960, false},
+      {Type::kQ4_1, 576, 1536, true},     {Type::kQ4_1, 1536, 576, true},
+      {Type::kQ4_1, 576, 576, true},      {Type::kQ4_1, 576, 192, true},
+      {Type::kQ8_0, 576, 49152, false},                                   // SmolLM2-135M
+      {Type::kQ5_0, 640, 2048, true},     {Type::kQ8_0, 640, 256, true},  // Gemma-3-270M
+      {Type::kQ4_K, 1536, 8960, true},    {Type::kQ6_K, 8960, 1536, true},
+      {Type::kQ4_K, 8960, 1536, true},    {Type::kQ4_K, 1536, 1536, true},
+      {Type::kQ6_K, 1536, 151936, false},  // Qwen2.5-1.5B
+      {Type::kF16, 576, 1536, false},     {Type::kQ5_K, 1536, 8960, false},
   };
   for (const Shape& s : shapes) {
     for (int threads : {1, 2}) {
@@ -117,7 +131,11 @@ void matmul_args(benchmark::internal::Benchmark* b) {
     }
   }
 }
-BENCHMARK(BM_Matmul)->Apply(matmul_args)->ArgNames({"type", "n_in", "n_out", "n_tokens", "thr"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Matmul)
+    ->Apply(matmul_args)
+    ->ArgNames({"type", "n_in", "n_out", "n_tokens", "thr"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

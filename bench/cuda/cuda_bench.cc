@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -42,24 +42,27 @@ double copy_gbs() {
   void* a = dmalloc(n);
   void* b = dmalloc(n);
   TKV_CUDA_CHECK(fill_random_bytes(static_cast<uint8_t*>(a), n, 1));
-  const double us = median_us([&] { TKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
+  const double us =
+      median_us([&] { TKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
   TKV_CUDA_CHECK(cudaFree(a));
   TKV_CUDA_CHECK(cudaFree(b));
   return 2.0 * n / (us * 1e-6) / 1e9;
 }
 
-int g_page = 64;         // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
-bool g_shuffle = true;   // --no-shuffle: pages of a sequence in allocation order
-bool g_step = false;     // --step: also time encode + decode back to back, with and without PDL
-bool g_reset = false;    // --reset-counters: the tensor-core path resets its merge counters per call
-bool g_csr = false;      // --csr: a CSR page table (page_indptr) instead of the block table [batch, ctx/page]
+int g_page = 64;  // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
+bool g_shuffle = true;  // --no-shuffle: pages of a sequence in allocation order
+bool g_step = false;    // --step: also time encode + decode back to back, with and without PDL
+bool g_reset = false;   // --reset-counters: the tensor-core path resets its merge counters per call
+bool g_csr =
+    false;  // --csr: a CSR page table (page_indptr) instead of the block table [batch, ctx/page]
 
 // Read-only bandwidth: one kernel reading 2 GiB (no writes).
 double read_gbs() {
   const int64_t n = int64_t(1) << 31;
   auto* a = static_cast<uint8_t*>(dmalloc(n + 16));
   TKV_CUDA_CHECK(fill_random_bytes(a, n, 1));
-  const double us = median_us([&] { TKV_CUDA_CHECK(flush_l2_by_reads(a, n, reinterpret_cast<uint32_t*>(a + n))); }, 20);
+  const double us = median_us(
+      [&] { TKV_CUDA_CHECK(flush_l2_by_reads(a, n, reinterpret_cast<uint32_t*>(a + n))); }, 20);
   TKV_CUDA_CHECK(cudaFree(a));
   return n / (us * 1e-6) / 1e9;
 }
@@ -69,8 +72,8 @@ struct Scheme {
   PagedKvFormat f;
 };
 
-nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count, int minb, bool general,
-                            int part) {
+nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count,
+                            int minb, bool general, int part) {
   const int n_kv = 8, n_heads = 32, page = g_page;
   const PagedKvFormat& f = sc.f;
   const int64_t pages = (int64_t)batch * ctx / page, rows = pages * page * n_kv;
@@ -109,7 +112,9 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
 
   kernels::DecodeCudaParams p;
   p.kv = {f, n_kv, page, k, v, ks, kz, vs, d_indptr, d_indices, d_lens};
-  if (!g_csr) p.kv.page_stride = ctx / page, p.kv.page_indptr = nullptr;  // the same entries as rows of ctx/page
+  if (!g_csr)
+    p.kv.page_stride = ctx / page,
+    p.kv.page_indptr = nullptr;  // the same entries as rows of ctx/page
   p.n_seqs = batch;
   p.n_heads = n_heads;
   p.max_seq_len = ctx;
@@ -122,7 +127,9 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   p.partition_tokens = part;  // 0: auto
   // mma16 / mma8: the tensor-core kernel with 16 (1 block/SM) or 8 consumer warps per block
   const int mma_warps = kernels::decode_plan(p).mma_warps;
-  const char* kernel = !kernels::decode_uses_tensor_cores(p) ? "fp32" : mma_warps == 16 ? "mma16" : "mma8";
+  const char* kernel = !kernels::decode_uses_tensor_cores(p) ? "fp32"
+                       : mma_warps == 16                     ? "mma16"
+                                                             : "mma8";
   p.workspace_bytes = kernels::decode_workspace_bytes(p);
   p.workspace = dmalloc(p.workspace_bytes);
   if (!g_reset) {  // merge counters kept across calls, as an engine keeps them (zeroed once)
@@ -148,7 +155,8 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
     TKV_CUDA_CHECK(fill_random_f32(kn, n_new, 13));
     TKV_CUDA_CHECK(fill_random_f32(vn, n_new, 14));
     std::vector<int32_t> slots(batch);
-    for (int s = 0; s < batch; ++s) slots[s] = indices[(int64_t)s * (ctx / page) + (ctx - 1) / page] * page + (ctx - 1) % page;
+    for (int s = 0; s < batch; ++s)
+      slots[s] = indices[(int64_t)s * (ctx / page) + (ctx - 1) / page] * page + (ctx - 1) % page;
     auto* d_slots = static_cast<int32_t*>(dmalloc(batch * 4));
     TKV_CUDA_CHECK(cudaMemcpy(d_slots, slots.data(), batch * 4, cudaMemcpyHostToDevice));
     kernels::KvEncodeCudaParams ep;
@@ -161,24 +169,40 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
     step_pdl_us = median_us([&] { enc(), call(); }, iters);
     p.programmatic_launch = false;
     for (void* ptr : std::initializer_list<void*>{kn, vn, d_slots}) TKV_CUDA_CHECK(cudaFree(ptr));
-    std::printf("step     %-5s B=%-3d ctx=%-6d encode %.1f us; encode + decode %.1f us, with PDL %.1f us\n", sc.name,
-                batch, ctx, enc_us, step_us, step_pdl_us);
+    std::printf(
+        "step     %-5s B=%-3d ctx=%-6d encode %.1f us; encode + decode %.1f us, with PDL %.1f us\n",
+        sc.name, batch, ctx, enc_us, step_us, step_pdl_us);
   }
   const int64_t bytes = kernels::decode_bytes_read(p, lens.data());
   const kernels::DecodePlan plan = kernels::decode_plan(p);
-  for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q, out, p.workspace, (void*)p.merge_counters})
+  for (void* ptr : std::initializer_list<void*>{k, v, ks, kz, vs, d_indices, d_indptr, d_lens, q,
+                                                out, p.workspace, (void*)p.merge_counters})
     if (ptr) TKV_CUDA_CHECK(cudaFree(ptr));
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  std::printf("turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d x %d tok, %s%s, page %d%s)\n",
-              sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts, plan.partition_tokens, kernel,
-              minb ? ", minb 3" : "", g_page, g_csr ? ", csr" : "");
-  return {{"impl", "turbokv"}, {"scheme", sc.name}, {"batch", batch}, {"ctx", ctx}, {"us", us}, {"gbs", gbs},
+  std::printf(
+      "turbokv  %-5s B=%-3d ctx=%-6d %9.1f us %7.0f GB/s %5.1f%% copy  (idle GPU %.1f us; split %d "
+      "x %d tok, %s%s, page %d%s)\n",
+      sc.name, batch, ctx, us, gbs, 100.0 * gbs / copy, us_idle, plan.n_parts,
+      plan.partition_tokens, kernel, minb ? ", minb 3" : "", g_page, g_csr ? ", csr" : "");
+  return {{"impl", "turbokv"},
+          {"scheme", sc.name},
+          {"batch", batch},
+          {"ctx", ctx},
+          {"us", us},
+          {"gbs", gbs},
           {"us_idle", us_idle},
-          {"pct_copy", 100.0 * gbs / copy}, {"bytes", bytes}, {"n_parts", plan.n_parts},
-          {"partition_tokens", plan.partition_tokens}, {"min_blocks_per_sm", minb}, {"kernel", kernel},
-          {"counters", g_reset ? "reset per call" : "kept"}, {"page", g_page},
-          {"page_table", g_csr ? "csr" : "block table"}, {"step_encode_us", enc_us},
-          {"step_us", step_us}, {"step_pdl_us", step_pdl_us}};
+          {"pct_copy", 100.0 * gbs / copy},
+          {"bytes", bytes},
+          {"n_parts", plan.n_parts},
+          {"partition_tokens", plan.partition_tokens},
+          {"min_blocks_per_sm", minb},
+          {"kernel", kernel},
+          {"counters", g_reset ? "reset per call" : "kept"},
+          {"page", g_page},
+          {"page_table", g_csr ? "csr" : "block table"},
+          {"step_encode_us", enc_us},
+          {"step_us", step_us},
+          {"step_pdl_us", step_pdl_us}};
 }
 
 nlohmann::json bench_encode(const Scheme& sc) {
@@ -206,20 +230,28 @@ nlohmann::json bench_encode(const Scheme& sc) {
   p.slot_mapping = d_slots;
   const double us = median_us([&] { TKV_CHECK(kernels::kvcodec_encode_cuda(p).ok()); }, 20);
   const int64_t bytes = rows * (2 * d * 4 + sc.f.row_bytes());
-  for (void* ptr : std::initializer_list<void*>{k, v, d_slots, p.cache.k_data, p.cache.v_data, p.cache.k_scale,
-                                                p.cache.k_zero, p.cache.v_scale})
+  for (void* ptr : std::initializer_list<void*>{k, v, d_slots, p.cache.k_data, p.cache.v_data,
+                                                p.cache.k_scale, p.cache.k_zero, p.cache.v_scale})
     TKV_CUDA_CHECK(cudaFree(ptr));
   const double tok_s = n_tokens / (us * 1e-6);
-  std::printf("encode   %-5s %d tokens x %d kv heads: %.1f us, %.2f M tokens/s, %.0f GB/s (fp32 in + cache out)\n",
-              sc.name, n_tokens, n_kv, us, tok_s / 1e6, bytes / (us * 1e-6) / 1e9);
-  return {{"scheme", sc.name}, {"n_tokens", n_tokens}, {"n_kv_heads", n_kv}, {"head_dim", d}, {"us", us},
-          {"tokens_per_s", tok_s}, {"gbs", bytes / (us * 1e-6) / 1e9}};
+  std::printf(
+      "encode   %-5s %d tokens x %d kv heads: %.1f us, %.2f M tokens/s, %.0f GB/s (fp32 in + cache "
+      "out)\n",
+      sc.name, n_tokens, n_kv, us, tok_s / 1e6, bytes / (us * 1e-6) / 1e9);
+  return {{"scheme", sc.name},
+          {"n_tokens", n_tokens},
+          {"n_kv_heads", n_kv},
+          {"head_dim", d},
+          {"us", us},
+          {"tokens_per_s", tok_s},
+          {"gbs", bytes / (us * 1e-6) / 1e9}};
 }
 
 int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
   bool quick = false, encode = true, general = false, no_copy = false;
-  double prealloc_gib = 0;  // --prealloc G: allocate, write and free G GiB first (run 26's sweep-order check)
+  double prealloc_gib =
+      0;  // --prealloc G: allocate, write and free G GiB first (run 26's sweep-order check)
   std::string only_scheme;
   int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
   for (int i = 1; i < argc; ++i) {
@@ -232,7 +264,8 @@ int run(int argc, char** argv) {
     if (a == "--batch" && i + 1 < argc) only_batch = std::atoi(argv[++i]);
     if (a == "--ctx" && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
     if (a == "--minb" && i + 1 < argc) minb = std::atoi(argv[++i]);
-    if (a == "--part" && i + 1 < argc) part = std::atoi(argv[++i]);  // tokens per partition (multiple of 64)
+    if (a == "--part" && i + 1 < argc)
+      part = std::atoi(argv[++i]);  // tokens per partition (multiple of 64)
     if (a == "--page" && i + 1 < argc) g_page = std::atoi(argv[++i]);
     if (a == "--no-shuffle") g_shuffle = false;
     if (a == "--reset-counters") g_reset = true;
@@ -255,29 +288,42 @@ int run(int argc, char** argv) {
     TKV_CUDA_CHECK(cudaFree(big));
     std::printf("prealloc: %.1f GiB allocated, written and freed\n", prealloc_gib);
   }
-  const double copy = no_copy ? 1.0 : copy_gbs();  // --no-copy: sweeps; "% of copy" then meaningless
+  const double copy =
+      no_copy ? 1.0 : copy_gbs();  // --no-copy: sweeps; "% of copy" then meaningless
   const double rd = no_copy ? 1.0 : read_gbs();
-  std::printf("%s, copy %.0f GB/s (D2D, read + write), read-only %.0f GB/s\n", device::cuda_device_summary().c_str(), copy, rd);
-  const std::vector<Scheme> schemes = {{"k8v3", {false, 8, 3, true, 128}}, {"k8v4", {false, 8, 4, true, 128}},
-                                       {"k4v3", {false, 4, 3, true, 128}}, {"k4v2", {false, 4, 2, true, 128}},
+  std::printf("%s, copy %.0f GB/s (D2D, read + write), read-only %.0f GB/s\n",
+              device::cuda_device_summary().c_str(), copy, rd);
+  const std::vector<Scheme> schemes = {{"k8v3", {false, 8, 3, true, 128}},
+                                       {"k8v4", {false, 8, 4, true, 128}},
+                                       {"k4v3", {false, 4, 3, true, 128}},
+                                       {"k4v2", {false, 4, 2, true, 128}},
                                        {"bf16", {true, 16, 16, false, 128}}};
-  nlohmann::json j = {{"gpu", prop.name}, {"copy_gbs", copy}, {"read_gbs", rd}, {"rows", nlohmann::json::array()},
-                      {"encode", nlohmann::json::array()}, {"shape", "n_heads 32, n_kv_heads 8, head_dim 128, page " + std::to_string(g_page)}};
+  nlohmann::json j = {
+      {"gpu", prop.name},
+      {"copy_gbs", copy},
+      {"read_gbs", rd},
+      {"rows", nlohmann::json::array()},
+      {"encode", nlohmann::json::array()},
+      {"shape", "n_heads 32, n_kv_heads 8, head_dim 128, page " + std::to_string(g_page)}};
   for (const Scheme& sc : schemes) {
-    const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 8, 32};
-    const std::vector<int> ctxs = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{4096, 32768, 131072};
+    const std::vector<int> batches =
+        only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 8, 32};
+    const std::vector<int> ctxs =
+        only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{4096, 32768, 131072};
     for (int batch : batches) {
       for (int ctx : ctxs) {
         if (quick && !(batch == 8 && ctx == 32768) && !(batch == 1 && ctx == 131072)) continue;
-        if ((!only_scheme.empty() && only_scheme != sc.name) || (only_batch && only_batch != batch) ||
-            (only_ctx && only_ctx != ctx))
+        if ((!only_scheme.empty() && only_scheme != sc.name) ||
+            (only_batch && only_batch != batch) || (only_ctx && only_ctx != ctx))
           continue;
-        j["rows"].push_back(bench_decode(sc, batch, ctx, copy, prop.multiProcessorCount, minb, general, part));
+        j["rows"].push_back(
+            bench_decode(sc, batch, ctx, copy, prop.multiProcessorCount, minb, general, part));
       }
     }
   }
   for (const Scheme& sc : schemes) {
-    if (encode && (only_scheme.empty() || only_scheme == sc.name)) j["encode"].push_back(bench_encode(sc));
+    if (encode && (only_scheme.empty() || only_scheme == sc.name))
+      j["encode"].push_back(bench_encode(sc));
   }
   std::ofstream(out_path) << j.dump(1) << "\n";
   std::printf("wrote %s\n", out_path.c_str());
@@ -287,4 +333,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace tkv::bench
 
-int main(int argc, char** argv) { return tkv::bench::run(argc, argv); }
+int main(int argc, char** argv) {
+  return tkv::bench::run(argc, argv);
+}

@@ -12,25 +12,31 @@ __device__ __forceinline__ uint32_t hash(uint32_t seed, uint64_t i) {
   return x;
 }
 
-__device__ __forceinline__ float unit(uint32_t h) { return (float)(h >> 8) * (1.0f / 16777216.0f); }
+__device__ __forceinline__ float unit(uint32_t h) {
+  return (float)(h >> 8) * (1.0f / 16777216.0f);
+}
 
 __global__ void bytes_kernel(uint8_t* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
     p[i] = (uint8_t)hash(seed, i);
 }
 __global__ void bf16_kernel(uint16_t* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
     p[i] = (uint16_t)(__float_as_uint(4.0f * unit(hash(seed, i)) - 2.0f) >> 16);
 }
 __global__ void f16_kernel(uint16_t* p, int64_t n, uint32_t seed, bool zero_like) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
     const float u = unit(hash(seed, i));
     const float v = zero_like ? floorf(16.0f * u) - 8.0f : (1.0f + u) * (1.0f / 128.0f);
     p[i] = __half_as_ushort(__float2half_rn(v));
   }
 }
 __global__ void f32_kernel(float* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
     p[i] = 4.0f * unit(hash(seed, i)) - 2.0f;
 }
 
@@ -38,7 +44,8 @@ constexpr int kGrid = 132 * 8, kBlock = 256;
 
 __global__ void read_kernel(const uint4* p, int64_t n, uint32_t* sink) {
   uint32_t x = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
     const uint4 v = __ldcg(p + i);
     x ^= v.x ^ v.y ^ v.z ^ v.w;
   }

@@ -29,7 +29,6 @@
 using namespace tkv::kernels::cuda_detail;
 using tkv::bench::median_us;
 
-
 namespace {
 
 template <int U>
@@ -50,8 +49,8 @@ __global__ void __launch_bounds__(256) ldg_kernel(const uint4* p, int64_t n, uin
 
 // Each block streams bytes_per_block from base + block * bytes_per_block in chunks of c
 // through `stages` ring slots; lane t (< lanes, stages % lanes == 0) issues chunks i = t mod lanes.
-__global__ void bulk_kernel(const uint8_t* base, int64_t bytes_per_block, int c, int stages, int lanes,
-                            uint32_t* sink) {
+__global__ void bulk_kernel(const uint8_t* base, int64_t bytes_per_block, int c, int stages,
+                            int lanes, uint32_t* sink) {
   extern __shared__ __align__(1024) uint8_t ring[];
   __shared__ uint64_t full[128];
   const uint8_t* src = base + blockIdx.x * bytes_per_block;
@@ -79,17 +78,17 @@ __global__ void bulk_kernel(const uint8_t* base, int64_t bytes_per_block, int c,
 
 struct Planes {
   const uint8_t* p[5];
-  int row[5];       // bytes per (token, kv head) of each copy
-  int64_t blk[5];   // bytes between consecutive (page, kv head) blocks of its plane
-  int n = 5;        // copies per (page, kv head)
+  int row[5];      // bytes per (token, kv head) of each copy
+  int64_t blk[5];  // bytes between consecutive (page, kv head) blocks of its plane
+  int n = 5;       // copies per (page, kv head)
 };
 
 // One block per (partition, kv head, seq). The partition's page indices go to shared
 // memory first; then each stage of 256 tokens (256 / page slots) is issued by one lane per
 // slot (slot j: warp j % W, lane j / W), each copying its page's planes and arriving with
 // its bytes on the stage's mbarrier; a lane re-issues a stage when its previous use landed.
-__global__ void paged_kernel(Planes pl, const int32_t* pages, int pages_per_seq, int n_kv, int page, int part_pages,
-                             int stages, uint32_t* sink) {
+__global__ void paged_kernel(Planes pl, const int32_t* pages, int pages_per_seq, int n_kv, int page,
+                             int part_pages, int stages, uint32_t* sink) {
   extern __shared__ __align__(1024) uint8_t ring[];
   __shared__ uint64_t full[8];
   const int nw = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -113,7 +112,10 @@ __global__ void paged_kernel(Planes pl, const int32_t* pages, int pages_per_seq,
   auto issue = [&](int i) {
     const int s = i % stages, j = i * stage_pages + slot;
     uint64_t* bar = &full[s];
-    if (j >= np) { mbar_arrive(bar); return; }
+    if (j >= np) {
+      mbar_arrive(bar);
+      return;
+    }
     mbar_arrive_expect_tx(bar, slot_bytes);
     const int64_t b = (int64_t)spt[j] * n_kv + h;
     uint8_t* d = ring + (int64_t)s * stage_bytes + slot * slot_bytes;
@@ -131,7 +133,8 @@ __global__ void paged_kernel(Planes pl, const int32_t* pages, int pages_per_seq,
 }
 
 void report(const char* what, const std::string& cfg, int64_t bytes, double us) {
-  std::printf("%-6s %-44s %8.1f MB %9.2f us %7.0f GB/s\n", what, cfg.c_str(), bytes / 1e6, us, bytes / us / 1e3);
+  std::printf("%-6s %-44s %8.1f MB %9.2f us %7.0f GB/s\n", what, cfg.c_str(), bytes / 1e6, us,
+              bytes / us / 1e3);
   std::fflush(stdout);
 }
 
@@ -147,7 +150,8 @@ int main() {
   TKV_CUDA_CHECK(cudaMalloc(&buf, big + 4096));
   TKV_CUDA_CHECK(tkv::bench::fill_random_bytes(buf, big, 1));
   const int n_kv = 8, row_total = 200;  // k8v3 row bytes per (token, kv head)
-  const int64_t sizes[] = {int64_t(1) * 131072 * n_kv * row_total, int64_t(8) * 32768 * n_kv * row_total,
+  const int64_t sizes[] = {int64_t(1) * 131072 * n_kv * row_total,
+                           int64_t(8) * 32768 * n_kv * row_total,
                            int64_t(8) * 131072 * n_kv * row_total};
 
   const char* only = std::getenv("TKV_RBW_ONLY");  // ldg | bulk | paged: one family
@@ -155,25 +159,30 @@ int main() {
   // ldg: G blocks of 256 per SM, U loads in flight per thread.
   for (int64_t sz : sizes)
     if (want("ldg"))
-    for (int g : {4, 8})
-      for (int u : {1, 4, 8}) {
-        const int64_t n = sz / 16;
-        auto fn = [&] {
-          const int grid = sms * g;
-          if (u == 1) ldg_kernel<1><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
-          if (u == 4) ldg_kernel<4><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
-          if (u == 8) ldg_kernel<8><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
-        };
-        report("ldg", "G=" + std::to_string(g) + " U=" + std::to_string(u), sz, median_us(fn, 20));
-      }
+      for (int g : {4, 8})
+        for (int u : {1, 4, 8}) {
+          const int64_t n = sz / 16;
+          auto fn = [&] {
+            const int grid = sms * g;
+            if (u == 1) ldg_kernel<1><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
+            if (u == 4) ldg_kernel<4><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
+            if (u == 8) ldg_kernel<8><<<grid, 256>>>(reinterpret_cast<const uint4*>(buf), n, sink);
+          };
+          report("ldg", "G=" + std::to_string(g) + " U=" + std::to_string(u), sz,
+                 median_us(fn, 20));
+        }
 
   // bulk: N blocks per SM, chunk c, stages s, issuing lanes (in flight per SM = N * s * c).
-  TKV_CUDA_CHECK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  struct BulkCfg { int nb, c, s, lanes, grid = 0; };  // grid 0: N blocks on every SM
-  const BulkCfg bc[] = {{1, 16384, 8, 1},  {1, 1024, 64, 1},  {1, 1024, 128, 1}, {1, 1024, 128, 16},
-                        {1, 2048, 64, 1},  {1, 2048, 64, 16}, {1, 4096, 16, 1},  {1, 4096, 32, 1},
-                        {1, 4096, 32, 16}, {1, 8192, 16, 1},  {1, 8192, 16, 16}, {2, 4096, 16, 16},
-                        {1, 16384, 8, 1, 128}, {1, 16384, 8, 1, 120}, {1, 16384, 8, 1, 96}, {1, 16384, 12, 1, 128}};
+  TKV_CUDA_CHECK(
+      cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  struct BulkCfg {
+    int nb, c, s, lanes, grid = 0;
+  };  // grid 0: N blocks on every SM
+  const BulkCfg bc[] = {
+      {1, 16384, 8, 1},      {1, 1024, 64, 1},      {1, 1024, 128, 1},    {1, 1024, 128, 16},
+      {1, 2048, 64, 1},      {1, 2048, 64, 16},     {1, 4096, 16, 1},     {1, 4096, 32, 1},
+      {1, 4096, 32, 16},     {1, 8192, 16, 1},      {1, 8192, 16, 16},    {2, 4096, 16, 16},
+      {1, 16384, 8, 1, 128}, {1, 16384, 8, 1, 120}, {1, 16384, 8, 1, 96}, {1, 16384, 12, 1, 128}};
   for (int64_t sz : sizes)
     for (const BulkCfg& b : bc) {
       if (!want("bulk")) break;
@@ -181,16 +190,19 @@ int main() {
       int64_t per = sz / grid / b.c * b.c;
       auto fn = [&] { bulk_kernel<<<grid, 32, b.c * b.s>>>(buf, per, b.c, b.s, b.lanes, sink); };
       char cfg[96];
-      std::snprintf(cfg, sizeof cfg, "N=%d C=%d S=%d lanes=%d inflight/SM=%dK grid=%d", b.nb, b.c, b.s, b.lanes,
-                    b.nb * b.c * b.s / 1024, grid);
+      std::snprintf(cfg, sizeof cfg, "N=%d C=%d S=%d lanes=%d inflight/SM=%dK grid=%d", b.nb, b.c,
+                    b.s, b.lanes, b.nb * b.c * b.s / 1024, grid);
       report("bulk", cfg, per * grid, median_us(fn, 20));
     }
 
   // paged: the decode pattern over k8v3 planes in buf (rows 128, 48, 8, 8, 8 B per token):
   // "planes" = five dense planes (today's layout, 5 copies per page), "fused3" = one block per
   // (page, kv head) holding K | V | the 3 scale runs (3 copies), "fused1" = the same, 1 copy.
-  TKV_CUDA_CHECK(cudaFuncSetAttribute(paged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 231424));
-  struct Shape { int batch, ctx, parts; };
+  TKV_CUDA_CHECK(
+      cudaFuncSetAttribute(paged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 231424));
+  struct Shape {
+    int batch, ctx, parts;
+  };
   const Shape shapes[] = {{1, 131072, 16}, {8, 32768, 2}, {8, 131072, 2}};
   const int rows[5] = {128, 48, 8, 8, 8};
   for (const Shape& sh : shapes)
@@ -215,7 +227,8 @@ int main() {
           const int r3[3] = {128, 48, 24};
           int off = 0;
           pl.n = 3;
-          for (int q = 0; q < 3; ++q) pl.row[q] = r3[q], pl.p[q] = buf + off * pg, pl.blk[q] = pg * row_total, off += r3[q];
+          for (int q = 0; q < 3; ++q)
+            pl.row[q] = r3[q], pl.p[q] = buf + off * pg, pl.blk[q] = pg * row_total, off += r3[q];
         } else {
           int64_t off = 0;
           for (int q = 0; q < 5; ++q) {
@@ -229,11 +242,12 @@ int main() {
             const int smem = stages * 256 * row_total + part_pages * 4;
             const dim3 grid(sh.parts, n_kv, sh.batch);
             auto fn = [&] {
-              paged_kernel<<<grid, 32 * w, smem>>>(pl, dpt, pages_per_seq, n_kv, pg, part_pages, stages, sink);
+              paged_kernel<<<grid, 32 * w, smem>>>(pl, dpt, pages_per_seq, n_kv, pg, part_pages,
+                                                   stages, sink);
             };
             char cfg[96];
-            std::snprintf(cfg, sizeof cfg, "B=%d ctx=%d P=%d page=%d %s W=%d S=%d", sh.batch, sh.ctx, sh.parts, pg,
-                          lay, w, stages);
+            std::snprintf(cfg, sizeof cfg, "B=%d ctx=%d P=%d page=%d %s W=%d S=%d", sh.batch,
+                          sh.ctx, sh.parts, pg, lay, w, stages);
             report("paged", cfg, bytes, median_us(fn, 20));
           }
         }
@@ -243,7 +257,8 @@ int main() {
   // Launch + ramp floor: the bulk kernel (N=1, C=16K, S=8) over tiny slabs.
   for (int64_t per : {int64_t(16384), int64_t(131072), int64_t(1) << 20}) {
     auto fn = [&] { bulk_kernel<<<sms, 32, 16384 * 8>>>(buf, per, 16384, 8, 1, sink); };
-    report("floor", "N=1 C=16K S=8 per-block=" + std::to_string(per / 1024) + "K", per * sms, median_us(fn, 20));
+    report("floor", "N=1 C=16K S=8 per-block=" + std::to_string(per / 1024) + "K", per * sms,
+           median_us(fn, 20));
   }
   return 0;
 }

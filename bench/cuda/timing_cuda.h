@@ -33,7 +33,9 @@ double median_us(F&& fn, int iters, bool flush = true, int warm = 3) {
   TKV_CUDA_CHECK(cudaEventCreate(&b));
   std::vector<float> ms(iters);
   for (int i = 0; i < iters; ++i) {
-    if (flush) TKV_CUDA_CHECK(flush_l2_by_reads(scratch, kScratch, reinterpret_cast<uint32_t*>(scratch + kScratch)));
+    if (flush)
+      TKV_CUDA_CHECK(
+          flush_l2_by_reads(scratch, kScratch, reinterpret_cast<uint32_t*>(scratch + kScratch)));
     TKV_CUDA_CHECK(cudaEventRecord(a));
     fn();
     TKV_CUDA_CHECK(cudaEventRecord(b));

@@ -1,7 +1,8 @@
 // Peer reference dump: runs llama.cpp (through llama.h only) on the first n_pos tokens of a
 // text file, tokenized as llama-perplexity does (whole file, add_special=true), in ONE sequence
 // and ONE batch, and writes per position the logsumexp of the logits and the top-k logits.
-// Output format: tests/fixtures/logits/README.md. Built and run by scripts/peer/make-logits-fixtures.
+// Output format: tests/fixtures/logits/README.md. Built and run by
+// scripts/peer/make-logits-fixtures.
 //   dump_logits MODEL TEXT OUT [--n-pos 512] [--k 64] [--threads 2] [--flash-attn auto|on|off]
 #include <llama.h>
 
@@ -54,10 +55,14 @@ Options parse_args(int argc, char** argv) {
       opt.n_threads = std::atoi(next().c_str());
     } else if (a == "--flash-attn") {
       const std::string v = next();
-      if (v == "auto") opt.flash_attn = LLAMA_FLASH_ATTN_TYPE_AUTO;
-      else if (v == "on") opt.flash_attn = LLAMA_FLASH_ATTN_TYPE_ENABLED;
-      else if (v == "off") opt.flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-      else fail("--flash-attn takes auto|on|off, got " + v);
+      if (v == "auto")
+        opt.flash_attn = LLAMA_FLASH_ATTN_TYPE_AUTO;
+      else if (v == "on")
+        opt.flash_attn = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+      else if (v == "off")
+        opt.flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+      else
+        fail("--flash-attn takes auto|on|off, got " + v);
     } else {
       pos.push_back(a);
     }
@@ -76,7 +81,8 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Same call as common_tokenize(ctx, text, add_special=true, parse_special=false) in llama-perplexity.
+// Same call as common_tokenize(ctx, text, add_special=true, parse_special=false) in
+// llama-perplexity.
 std::vector<llama_token> tokenize(const llama_vocab* vocab, const std::string& text) {
   std::vector<llama_token> toks(text.size() + 2);
   int32_t n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), toks.data(),
@@ -169,7 +175,8 @@ void write_fixture(const Options& opt, const std::vector<llama_token>& toks,
   if (!out) fail("write failed: " + opt.out_path);
 }
 
-std::string g_flash_attn_line;  // llama.cpp's "Flash Attention enabled|... disabled" auto resolution
+std::string
+    g_flash_attn_line;  // llama.cpp's "Flash Attention enabled|... disabled" auto resolution
 
 void quiet_log(ggml_log_level level, const char* text, void*) {
   if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
@@ -220,7 +227,8 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"model_desc\": \"%s\", \"n_vocab\": %d, \"n_pos\": %d, \"k\": %d, \"n_tokens_file\": %zu, "
       "\"add_bos\": %s, \"bos_id\": %d, \"first_token\": %d, \"n_threads\": %d, "
-      "\"flash_attn\": \"%s\", \"flash_attn_log\": \"%s\", \"type_k\": \"f16\", \"type_v\": \"f16\"}\n",
+      "\"flash_attn\": \"%s\", \"flash_attn_log\": \"%s\", \"type_k\": \"f16\", \"type_v\": "
+      "\"f16\"}\n",
       desc, n_vocab, opt.n_pos, opt.k, n_total, llama_vocab_get_add_bos(vocab) ? "true" : "false",
       llama_vocab_bos(vocab), toks[0], opt.n_threads, llama_flash_attn_type_name(opt.flash_attn),
       g_flash_attn_line.c_str());

@@ -20,11 +20,14 @@ LogLevel log_level() {
   }
   return static_cast<LogLevel>(l);
 }
-void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
+void set_log_level(LogLevel level) {
+  g_level.store(static_cast<int>(level));
+}
 
 void log_write(LogLevel level, std::string_view msg) {
   static const char* kNames[] = {"error", "warn", "info", "debug"};
   std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(stderr, "%s: %.*s\n", kNames[static_cast<int>(level)], static_cast<int>(msg.size()), msg.data());
+  std::fprintf(stderr, "%s: %.*s\n", kNames[static_cast<int>(level)], static_cast<int>(msg.size()),
+               msg.data());
 }
 }  // namespace tkv

@@ -12,7 +12,17 @@
 
 namespace tkv {
 
-enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kOutOfRange, kDataLoss, kUnimplemented, kResourceExhausted, kInternal, kIo };
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,
+  kNotFound,
+  kOutOfRange,
+  kDataLoss,
+  kUnimplemented,
+  kResourceExhausted,
+  kInternal,
+  kIo
+};
 
 class [[nodiscard]] Status {
  public:
@@ -46,9 +56,10 @@ Status data_loss(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
-    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "[base] Result built from OK status");
+    if (std::get<Status>(v_).ok())
+      v_ = Status(StatusCode::kInternal, "[base] Result built from OK status");
   }
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -72,15 +83,14 @@ class [[nodiscard]] Result {
 #define TKV_CONCAT(a, b) TKV_CONCAT_INNER(a, b)
 
 // Propagate a non-OK Status from the current function.
-#define TKV_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::tkv::Status _tkv_st = (expr);          \
-    if (!_tkv_st.ok()) return _tkv_st;       \
+#define TKV_RETURN_IF_ERROR(expr)      \
+  do {                                 \
+    ::tkv::Status _tkv_st = (expr);    \
+    if (!_tkv_st.ok()) return _tkv_st; \
   } while (0)
 
 // auto x = TKV_TRY(result_expr); — unwraps a Result or returns its Status.
-#define TKV_ASSIGN_OR_RETURN(lhs, expr)                          \
-  auto TKV_CONCAT(_tkv_r_, __LINE__) = (expr);                   \
-  if (!TKV_CONCAT(_tkv_r_, __LINE__).ok())                       \
-    return TKV_CONCAT(_tkv_r_, __LINE__).status();               \
+#define TKV_ASSIGN_OR_RETURN(lhs, expr)                                                   \
+  auto TKV_CONCAT(_tkv_r_, __LINE__) = (expr);                                            \
+  if (!TKV_CONCAT(_tkv_r_, __LINE__).ok()) return TKV_CONCAT(_tkv_r_, __LINE__).status(); \
   lhs = std::move(TKV_CONCAT(_tkv_r_, __LINE__)).value()

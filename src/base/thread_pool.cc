@@ -67,8 +67,10 @@ void ThreadPool::publish(const std::function<void(int)>* task) {
   const uint64_t id = next_id_++;
   task_ = task;
   done_.store(0, std::memory_order_relaxed);
-  // Open only when closed and empty (a worker that peeked at the closed previous job may still be leaving).
-  for (uint64_t want = 0; !job_state_.compare_exchange_weak(want, id << kIdShift, std::memory_order_acq_rel);
+  // Open only when closed and empty (a worker that peeked at the closed previous job may still be
+  // leaving).
+  for (uint64_t want = 0;
+       !job_state_.compare_exchange_weak(want, id << kIdShift, std::memory_order_acq_rel);
        want = 0) {
     cpu_relax();
   }
@@ -85,7 +87,8 @@ void ThreadPool::close_and_drain() {
     if (spins < kSpinIters) {
       cpu_relax();
     } else {
-      std::this_thread::yield();  // an oversubscribed machine may need to run the worker we wait for
+      std::this_thread::yield();  // an oversubscribed machine may need to run the worker we wait
+                                  // for
     }
   }
 }
@@ -121,7 +124,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
   });
 }
 
-void ThreadPool::parallel_for_dynamic(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for_dynamic(int64_t n, int64_t grain,
+                                      const std::function<void(int, int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t n_chunks = (n + grain - 1) / grain;

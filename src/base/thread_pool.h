@@ -28,7 +28,8 @@ class ThreadPool {
   // fn(thread_index, begin, end) once per chunk [k*grain, min(n, (k+1)*grain)); chunks
   // go to threads in no fixed order (a thread may run several, some threads none).
   // Chunk boundaries depend only on n and grain, never on the thread count.
-  void parallel_for_dynamic(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn);
+  void parallel_for_dynamic(int64_t n, int64_t grain,
+                            const std::function<void(int, int64_t, int64_t)>& fn);
   // fn(thread_index) once per thread.
   void run_on_all(const std::function<void(int)>& fn);
   // Process-wide default pool (threads from TKV_THREADS or hardware_concurrency).
@@ -41,7 +42,7 @@ class ThreadPool {
   static constexpr uint64_t kCountMask = (uint64_t{1} << kIdShift) - 1;
   void worker_loop(int index);
   void publish(const std::function<void(int)>* task);  // opens a new job and wakes workers
-  void close_and_drain();                              // no new worker enters; wait for those inside
+  void close_and_drain();  // no new worker enters; wait for those inside
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;

@@ -9,14 +9,14 @@
 
 #include "base/status.h"
 
-#define TKV_CUDA_CHECK(expr)                                                                      \
-  do {                                                                                           \
-    const cudaError_t tkv_cuda_err_ = (expr);                                                    \
-    if (tkv_cuda_err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d: CUDA error %s: %s\n", __FILE__, __LINE__, #expr,              \
-                   cudaGetErrorString(tkv_cuda_err_));                                           \
-      std::abort();                                                                              \
-    }                                                                                            \
+#define TKV_CUDA_CHECK(expr)                                                        \
+  do {                                                                              \
+    const cudaError_t tkv_cuda_err_ = (expr);                                       \
+    if (tkv_cuda_err_ != cudaSuccess) {                                             \
+      std::fprintf(stderr, "%s:%d: CUDA error %s: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(tkv_cuda_err_));                              \
+      std::abort();                                                                 \
+    }                                                                               \
   } while (0)
 
 namespace tkv::device {

@@ -23,7 +23,8 @@ std::string cuda_device_summary() {
   if (e != cudaSuccess) return fmt::format("no CUDA device: {}", cudaGetErrorString(e));
   if (n == 0) return "no CUDA device: cudaGetDeviceCount returned 0";
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "no CUDA device: cudaGetDeviceProperties failed";
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
+    return "no CUDA device: cudaGetDeviceProperties failed";
   return fmt::format("{}, {} SMs, {:.1f} GiB, sm_{}{}", p.name, p.multiProcessorCount,
                      (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.major, p.minor);
 }

@@ -3,7 +3,11 @@
 
 namespace tkv::device {
 
-int cuda_device_count() { return 0; }
-std::string cuda_device_summary() { return "CUDA not built (TKV_CUDA=OFF)"; }
+int cuda_device_count() {
+  return 0;
+}
+std::string cuda_device_summary() {
+  return "CUDA not built (TKV_CUDA=OFF)";
+}
 
 }  // namespace tkv::device

@@ -37,18 +37,22 @@ struct EvalOptions {
   int n_prompts = 8;
   int prefix_tokens = 128;
   int decode_steps = 32;
-  std::string base_path;  // base-logits file ("" = <model>.<protocol>.tkvbase next to nothing: required)
+  std::string
+      base_path;  // base-logits file ("" = <model>.<protocol>.tkvbase next to nothing: required)
   TruncationParams trunc;
   bool progress = true;  // bar + ETA on stderr
 };
 
 // Builds an engine for one KV scheme (the CLI passes its common options through).
-using EngineFactory = std::function<Result<std::unique_ptr<runtime::Engine>>(const std::string& scheme)>;
+using EngineFactory =
+    std::function<Result<std::unique_ptr<runtime::Engine>>(const std::string& scheme)>;
 
 struct SchemeResult {
   std::string scheme;
-  double bits_per_elem = 16;  // stored K+V bits per element over all layers (from the cache's bytes/token)
-  double format_bits = 16;    // the scheme's own bits/elem (kv_bits_per_element), = bits_per_elem without bf16 layers
+  double bits_per_elem =
+      16;  // stored K+V bits per element over all layers (from the cache's bytes/token)
+  double format_bits =
+      16;  // the scheme's own bits/elem (kv_bits_per_element), = bits_per_elem without bf16 layers
   double kl = 0, kl_ci95 = 0;
   double ppl = 0, ppl_ci95 = 0;
   double top1 = 0, top1_ci95 = 0;
@@ -70,7 +74,8 @@ struct EvalReport {
 // (same model file, protocol and parameters) and written otherwise.
 Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factory);
 
-// {"rows":[{"engine":"turbokv","model","protocol","scheme","bits_per_elem","kl","ppl","top1", ...}]}
+// {"rows":[{"engine":"turbokv","model","protocol","scheme","bits_per_elem","kl","ppl","top1",
+// ...}]}
 nlohmann::json report_to_json(const EvalReport& r);
 // Human-readable table.
 std::string report_to_table(const EvalReport& r);

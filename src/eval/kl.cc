@@ -16,9 +16,13 @@ void RunningStat::add(double x) {
   m2_ += d * (x - mean_);
 }
 
-double RunningStat::stddev() const { return n_ > 1 ? std::sqrt(m2_ / static_cast<double>(n_ - 1)) : 0.0; }
+double RunningStat::stddev() const {
+  return n_ > 1 ? std::sqrt(m2_ / static_cast<double>(n_ - 1)) : 0.0;
+}
 
-double RunningStat::ci95() const { return n_ > 1 ? 1.96 * stddev() / std::sqrt(static_cast<double>(n_)) : 0.0; }
+double RunningStat::ci95() const {
+  return n_ > 1 ? 1.96 * stddev() / std::sqrt(static_cast<double>(n_)) : 0.0;
+}
 
 double log_sum_exp(const float* logits, int n_vocab) {
   float mx = logits[0];
@@ -39,7 +43,8 @@ inline float logp_f32(const float* logits, int32_t id, double lse) {
 }
 
 // Mass of the tokens whose mark is 0, summed in index order (same order both sides).
-double unmarked_mass(const float* logits, int n_vocab, double lse, const std::vector<uint8_t>& mark) {
+double unmarked_mass(const float* logits, int n_vocab, double lse,
+                     const std::vector<uint8_t>& mark) {
   double s = 0;
   for (int i = 0; i < n_vocab; ++i)
     if (!mark[static_cast<size_t>(i)]) s += std::exp(static_cast<double>(logits[i]) - lse);
@@ -47,7 +52,8 @@ double unmarked_mass(const float* logits, int n_vocab, double lse, const std::ve
 }
 }  // namespace
 
-TruncatedDist truncate_dist(const float* logits, int n_vocab, int32_t target, const TruncationParams& tp) {
+TruncatedDist truncate_dist(const float* logits, int n_vocab, int32_t target,
+                            const TruncationParams& tp) {
   TruncatedDist d;
   const double lse = log_sum_exp(logits, n_vocab);
   d.target = target;
@@ -56,7 +62,9 @@ TruncatedDist truncate_dist(const float* logits, int n_vocab, int32_t target, co
   const int k_cap = tp.k_max > 0 ? std::min(tp.k_max, n_vocab) : n_vocab;
   std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
   std::iota(idx.begin(), idx.end(), 0);
-  auto by_logit = [logits](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  auto by_logit = [logits](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
   std::nth_element(idx.begin(), idx.begin() + (k_cap - 1), idx.end(), by_logit);
   std::sort(idx.begin(), idx.begin() + k_cap, by_logit);
   double cum = 0;
@@ -116,8 +124,12 @@ void ScoreAccumulator::add(const PositionScore& s) {
   kept_mass.add(s.kept_mass);
 }
 
-double ScoreAccumulator::ppl() const { return std::exp(nll.mean()); }
+double ScoreAccumulator::ppl() const {
+  return std::exp(nll.mean());
+}
 
-double ScoreAccumulator::ppl_ci95() const { return ppl() * nll.ci95(); }
+double ScoreAccumulator::ppl_ci95() const {
+  return ppl() * nll.ci95();
+}
 
 }  // namespace tkv::eval

@@ -14,8 +14,8 @@ class RunningStat {
   void add(double x);
   int64_t count() const { return n_; }
   double mean() const { return n_ > 0 ? mean_ : 0.0; }
-  double stddev() const;             // sample standard deviation
-  double ci95() const;               // 1.96 * stddev / sqrt(n): half-width of the 95 % CI of the mean
+  double stddev() const;  // sample standard deviation
+  double ci95() const;    // 1.96 * stddev / sqrt(n): half-width of the 95 % CI of the mean
  private:
   int64_t n_ = 0;
   double mean_ = 0, m2_ = 0;
@@ -42,15 +42,16 @@ struct TruncatedDist {
 struct TruncationParams {
   double mass = 0.9999;  // >= 1: keep k_max tokens
   int k_min = 32;
-  int k_max = 8192;      // 0: the whole vocabulary (exact KL)
+  int k_max = 8192;  // 0: the whole vocabulary (exact KL)
 };
 
-TruncatedDist truncate_dist(const float* logits, int n_vocab, int32_t target, const TruncationParams& tp);
+TruncatedDist truncate_dist(const float* logits, int n_vocab, int32_t target,
+                            const TruncationParams& tp);
 
 // Per-position comparison of a scheme's logits against the stored base.
 struct PositionScore {
-  double kl = 0;        // KL(base || scheme) over the base's partition, nats
-  double nll = 0;       // -log p_scheme(target)
+  double kl = 0;   // KL(base || scheme) over the base's partition, nats
+  double nll = 0;  // -log p_scheme(target)
   bool same_top1 = false;
   double kept_mass = 0;  // base mass kept individually (1 - tail_mass)
 };

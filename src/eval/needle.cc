@@ -13,21 +13,26 @@ namespace {
 constexpr const char* kIntro =
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
     "I will quiz you about the important info there.";
-constexpr const char* kFiller = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+constexpr const char* kFiller =
+    " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 constexpr const char* kQuestion = "\n\nWhat is the pass key? The pass key is";
 
-void append(std::vector<int32_t>& a, const std::vector<int32_t>& b) { a.insert(a.end(), b.begin(), b.end()); }
+void append(std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+}
 
 // First run of digits in s, or -1.
 int first_number(const std::string& s) {
   size_t i = s.find_first_of("0123456789");
   if (i == std::string::npos) return -1;
   size_t j = s.find_first_not_of("0123456789", i);
-  const std::string d = s.substr(i, std::min<size_t>(j == std::string::npos ? s.size() - i : j - i, 9));
+  const std::string d =
+      s.substr(i, std::min<size_t>(j == std::string::npos ? s.size() - i : j - i, 9));
   return std::stoi(d);
 }
 
-Result<NeedleTrial> one_trial(runtime::Engine& eng, const std::vector<int32_t>& prompt, const NeedleOptions& o) {
+Result<NeedleTrial> one_trial(runtime::Engine& eng, const std::vector<int32_t>& prompt,
+                              const NeedleOptions& o) {
   NeedleTrial t;
   std::vector<float> logits;
   TKV_ASSIGN_OR_RETURN(const int seq, eng.cache().create_seq());
@@ -47,17 +52,20 @@ Result<NeedleTrial> one_trial(runtime::Engine& eng, const std::vector<int32_t>& 
 }  // namespace
 
 int needle_passkey(uint32_t seed, int64_t length, double depth, int trial) {
-  std::seed_seq ss{seed, static_cast<uint32_t>(length), static_cast<uint32_t>(depth * 1000), static_cast<uint32_t>(trial)};
+  std::seed_seq ss{seed, static_cast<uint32_t>(length), static_cast<uint32_t>(depth * 1000),
+                   static_cast<uint32_t>(trial)};
   std::mt19937 rng(ss);
   return std::uniform_int_distribution<int>(10000, 99999)(rng);
 }
 
-std::vector<int32_t> needle_prompt(const tok::Tokenizer& tok, int64_t length, double depth, int passkey) {
+std::vector<int32_t> needle_prompt(const tok::Tokenizer& tok, int64_t length, double depth,
+                                   int passkey) {
   std::vector<int32_t> out;
   if (tok.add_bos() && tok.bos_id() >= 0) out.push_back(tok.bos_id());
   append(out, tok.encode(kIntro, false, false));
   const std::string key = std::to_string(passkey);
-  const auto needle = tok.encode(" The pass key is " + key + ". Remember it. " + key + " is the pass key.", false, false);
+  const auto needle = tok.encode(
+      " The pass key is " + key + ". Remember it. " + key + " is the pass key.", false, false);
   const auto filler = tok.encode(kFiller, false, false);
   const auto question = tok.encode(kQuestion, false, false);
   const int64_t room = length - static_cast<int64_t>(out.size() + needle.size() + question.size());
@@ -93,10 +101,13 @@ Result<std::vector<NeedleTrial>> run_needle(const NeedleOptions& o, const Engine
           ++done;
           if (o.progress) {
             const double s = timer.elapsed_ms() / 1000.0;
-            const double eta = s / static_cast<double>(done) * static_cast<double>(per_scheme * o.schemes.size() - done);
-            std::fprintf(stderr, "[needle] %zu/%zu %s len %lld depth %.2f: %s (%s) | ETA %dm%02ds\n", done,
-                         per_scheme * o.schemes.size(), scheme.c_str(), static_cast<long long>(t.length), depth,
-                         t.correct ? "ok" : "MISS", t.answer.c_str(), static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+            const double eta = s / static_cast<double>(done) *
+                               static_cast<double>(per_scheme * o.schemes.size() - done);
+            std::fprintf(stderr,
+                         "[needle] %zu/%zu %s len %lld depth %.2f: %s (%s) | ETA %dm%02ds\n", done,
+                         per_scheme * o.schemes.size(), scheme.c_str(),
+                         static_cast<long long>(t.length), depth, t.correct ? "ok" : "MISS",
+                         t.answer.c_str(), static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
           }
         }
   }
@@ -105,10 +116,16 @@ Result<std::vector<NeedleTrial>> run_needle(const NeedleOptions& o, const Engine
 
 nlohmann::json needle_to_json(const NeedleOptions& o, const std::vector<NeedleTrial>& trials) {
   nlohmann::json tj = nlohmann::json::array();
-  std::map<std::tuple<std::string, int64_t, double>, std::pair<int, int>> acc;  // (scheme, target len, depth) -> ok, n
+  std::map<std::tuple<std::string, int64_t, double>, std::pair<int, int>>
+      acc;  // (scheme, target len, depth) -> ok, n
   for (const NeedleTrial& t : trials) {
-    tj.push_back({{"scheme", t.scheme}, {"length", t.length}, {"depth", t.depth}, {"trial", t.trial},
-                  {"passkey", t.passkey}, {"answer", t.answer}, {"correct", t.correct}});
+    tj.push_back({{"scheme", t.scheme},
+                  {"length", t.length},
+                  {"depth", t.depth},
+                  {"trial", t.trial},
+                  {"passkey", t.passkey},
+                  {"answer", t.answer},
+                  {"correct", t.correct}});
   }
   size_t i = 0;
   for (const std::string& s : o.schemes)
@@ -121,8 +138,11 @@ nlohmann::json needle_to_json(const NeedleOptions& o, const std::vector<NeedleTr
         }
   nlohmann::json sj = nlohmann::json::array();
   for (const auto& [k, v] : acc)
-    sj.push_back({{"scheme", std::get<0>(k)}, {"length", std::get<1>(k)}, {"depth", std::get<2>(k)},
-                  {"accuracy", static_cast<double>(v.first) / v.second}, {"n", v.second}});
+    sj.push_back({{"scheme", std::get<0>(k)},
+                  {"length", std::get<1>(k)},
+                  {"depth", std::get<2>(k)},
+                  {"accuracy", static_cast<double>(v.first) / v.second},
+                  {"n", v.second}});
   return {{"model", o.model_label}, {"trials", tj}, {"summary", sj}};
 }
 

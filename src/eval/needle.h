@@ -34,7 +34,8 @@ struct NeedleTrial {
 };
 
 // The prompt of one (length, depth, trial): token ids, and the key hidden in it.
-std::vector<int32_t> needle_prompt(const tok::Tokenizer& tok, int64_t length, double depth, int passkey);
+std::vector<int32_t> needle_prompt(const tok::Tokenizer& tok, int64_t length, double depth,
+                                   int passkey);
 int needle_passkey(uint32_t seed, int64_t length, double depth, int trial);
 
 Result<std::vector<NeedleTrial>> run_needle(const NeedleOptions& o, const EngineFactory& factory);

@@ -12,7 +12,9 @@ namespace {
 // 128 x 262144 vocab x 4 B = 128 MiB for Gemma 3).
 constexpr int64_t kLogitPiece = 128;
 
-int64_t serving_window(const EvalOptions& o) { return int64_t{o.prefix_tokens} + o.decode_steps + 1; }
+int64_t serving_window(const EvalOptions& o) {
+  return int64_t{o.prefix_tokens} + o.decode_steps + 1;
+}
 
 // Frees the sequence when it goes out of scope.
 struct SeqGuard {
@@ -30,13 +32,16 @@ Result<int64_t> planned_positions(const EvalOptions& o, int64_t n_corpus) {
   if (o.protocol == Protocol::kWikitext) {
     if (o.n_ctx < 4) return invalid_argument("[eval] n_ctx {} too small", o.n_ctx);
     const int64_t n_chunks = std::min<int64_t>(o.n_chunks, n_corpus / o.n_ctx);
-    if (n_chunks < 1) return invalid_argument("[eval] corpus of {} tokens is shorter than n_ctx {}", n_corpus, o.n_ctx);
+    if (n_chunks < 1)
+      return invalid_argument("[eval] corpus of {} tokens is shorter than n_ctx {}", n_corpus,
+                              o.n_ctx);
     return n_chunks * (o.n_ctx - 1 - o.n_ctx / 2);
   }
   if (o.prefix_tokens < 1 || o.decode_steps < 1 || o.n_prompts < 1)
     return invalid_argument("[eval] serving-kl needs prompts, prefix and decode steps >= 1");
   if (n_corpus < serving_window(o))
-    return invalid_argument("[eval] corpus of {} tokens is shorter than one prompt ({})", n_corpus, serving_window(o));
+    return invalid_argument("[eval] corpus of {} tokens is shorter than one prompt ({})", n_corpus,
+                            serving_window(o));
   return int64_t{o.n_prompts} * o.decode_steps;
 }
 
@@ -49,7 +54,8 @@ Status run_wikitext(runtime::Engine& eng, const std::vector<int32_t>& corpus, co
                     const PositionFn& on_pos, const WorkFn& on_work) {
   const auto& tok = eng.tokenizer();
   const int64_t nv = eng.model().config().n_vocab;
-  const int64_t n_chunks = std::min<int64_t>(o.n_chunks, static_cast<int64_t>(corpus.size()) / o.n_ctx);
+  const int64_t n_chunks =
+      std::min<int64_t>(o.n_chunks, static_cast<int64_t>(corpus.size()) / o.n_ctx);
   const int64_t first = o.n_ctx / 2, work = n_chunks * (o.n_ctx - 1);
   std::vector<float> logits;
   for (int64_t c = 0; c < n_chunks; ++c) {
@@ -61,16 +67,18 @@ Status run_wikitext(runtime::Engine& eng, const std::vector<int32_t>& corpus, co
     // Positions first .. n_ctx-2 predict tokens first+1 .. n_ctx-1.
     for (int64_t p = first; p < o.n_ctx - 1; p += kLogitPiece) {
       const int64_t m = std::min<int64_t>(kLogitPiece, o.n_ctx - 1 - p);
-      TKV_RETURN_IF_ERROR(eng.prefill(seq, {chunk.begin() + p, chunk.begin() + p + m}, &logits, true));
-      for (int64_t j = 0; j < m; ++j) TKV_RETURN_IF_ERROR(on_pos(logits.data() + j * nv, chunk[p + j + 1]));
+      TKV_RETURN_IF_ERROR(
+          eng.prefill(seq, {chunk.begin() + p, chunk.begin() + p + m}, &logits, true));
+      for (int64_t j = 0; j < m; ++j)
+        TKV_RETURN_IF_ERROR(on_pos(logits.data() + j * nv, chunk[p + j + 1]));
       if (on_work) on_work(c * (o.n_ctx - 1) + p + m, work);
     }
   }
   return Status();
 }
 
-Status run_serving_kl(runtime::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
-                      const PositionFn& on_pos, const WorkFn& on_work) {
+Status run_serving_kl(runtime::Engine& eng, const std::vector<int32_t>& corpus,
+                      const EvalOptions& o, const PositionFn& on_pos, const WorkFn& on_work) {
   const auto& tok = eng.tokenizer();
   const int64_t win = serving_window(o), n = static_cast<int64_t>(corpus.size());
   const int64_t work = planned_work(o), per_prompt = o.prefix_tokens + o.decode_steps;
@@ -81,8 +89,10 @@ Status run_serving_kl(runtime::Engine& eng, const std::vector<int32_t>& corpus, 
     if (tok.add_bos() && tok.bos_id() >= 0) prompt[0] = tok.bos_id();
     TKV_ASSIGN_OR_RETURN(const int seq, eng.cache().create_seq());
     SeqGuard guard{eng.cache(), seq};
-    TKV_RETURN_IF_ERROR(eng.prefill(seq, {prompt.begin(), prompt.begin() + o.prefix_tokens}, &logits, false));
-    // The serving decode path, teacher-forced: feed token prefix+s, score the prediction of prefix+s+1.
+    TKV_RETURN_IF_ERROR(
+        eng.prefill(seq, {prompt.begin(), prompt.begin() + o.prefix_tokens}, &logits, false));
+    // The serving decode path, teacher-forced: feed token prefix+s, score the prediction of
+    // prefix+s+1.
     for (int s = 0; s < o.decode_steps; ++s) {
       const int64_t at = o.prefix_tokens + s;
       TKV_RETURN_IF_ERROR(eng.decode(seq, prompt[at], &logits));

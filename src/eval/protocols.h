@@ -24,7 +24,7 @@ int64_t planned_work(const EvalOptions& o);
 
 Status run_wikitext(runtime::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
                     const PositionFn& on_pos, const WorkFn& on_work);
-Status run_serving_kl(runtime::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
-                      const PositionFn& on_pos, const WorkFn& on_work);
+Status run_serving_kl(runtime::Engine& eng, const std::vector<int32_t>& corpus,
+                      const EvalOptions& o, const PositionFn& on_pos, const WorkFn& on_work);
 
 }  // namespace tkv::eval

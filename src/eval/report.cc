@@ -24,7 +24,9 @@ nlohmann::json report_to_json(const EvalReport& r) {
                           {"kv_swa", o.swa_mode},
                           {"key_center", o.key_center},
                           {"scheme", s.scheme},
-                          {"family", s.scheme == "bf16" || s.scheme == "f16" ? s.scheme : (s.scheme.rfind("turbo", 0) == 0 ? "turbo" : "affine")},
+                          {"family", s.scheme == "bf16" || s.scheme == "f16"
+                                         ? s.scheme
+                                         : (s.scheme.rfind("turbo", 0) == 0 ? "turbo" : "affine")},
                           {"bits_per_elem", s.bits_per_elem},
                           {"format_bits", s.format_bits},
                           {"kl", s.kl},
@@ -50,24 +52,28 @@ nlohmann::json report_to_json(const EvalReport& r) {
 }
 
 std::string report_to_table(const EvalReport& r) {
-  std::string out = fmt::format("model {} ({}, head_dim {}), protocol {}, corpus {} tokens, swa {}\n",
-                                r.opts.model_label, r.arch, r.head_dim, protocol_label(r.opts), r.n_tokens_corpus,
-                                r.opts.swa_mode);
-  out += fmt::format("{:<12} {:>6} {:>22} {:>18} {:>16} {:>6} {:>7}\n", "scheme", "bits", "KL (95% CI)",
-                     "PPL (95% CI)", "top-1 (95% CI)", "n", "s");
+  std::string out = fmt::format(
+      "model {} ({}, head_dim {}), protocol {}, corpus {} tokens, swa {}\n", r.opts.model_label,
+      r.arch, r.head_dim, protocol_label(r.opts), r.n_tokens_corpus, r.opts.swa_mode);
+  out += fmt::format("{:<12} {:>6} {:>22} {:>18} {:>16} {:>6} {:>7}\n", "scheme", "bits",
+                     "KL (95% CI)", "PPL (95% CI)", "top-1 (95% CI)", "n", "s");
   for (const SchemeResult& s : r.rows)
-    out += fmt::format("{:<12} {:>6.2f} {:>10.5f} ± {:<9.5f} {:>8.3f} ± {:<7.3f} {:>6.4f} ± {:<6.4f} {:>6} {:>7.1f}\n",
-                       s.scheme, s.bits_per_elem, s.kl, s.kl_ci95, s.ppl, s.ppl_ci95, s.top1, s.top1_ci95, s.n_scored,
-                       s.seconds);
+    out += fmt::format(
+        "{:<12} {:>6.2f} {:>10.5f} ± {:<9.5f} {:>8.3f} ± {:<7.3f} {:>6.4f} ± {:<6.4f} {:>6} "
+        "{:>7.1f}\n",
+        s.scheme, s.bits_per_elem, s.kl, s.kl_ci95, s.ppl, s.ppl_ci95, s.top1, s.top1_ci95,
+        s.n_scored, s.seconds);
   return out;
 }
 
 std::string check_curve_schema(const nlohmann::json& doc) {
-  if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array()) return "no \"rows\" array";
+  if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array())
+    return "no \"rows\" array";
   size_t i = 0;
   for (const auto& row : doc["rows"]) {
     for (const char* f : {"engine", "model", "protocol", "scheme"})
-      if (!row.contains(f) || !row[f].is_string()) return fmt::format("row {}: \"{}\" missing or not a string", i, f);
+      if (!row.contains(f) || !row[f].is_string())
+        return fmt::format("row {}: \"{}\" missing or not a string", i, f);
     for (const char* f : {"bits_per_elem", "kl", "ppl", "top1"}) {
       if (!row.contains(f)) return fmt::format("row {}: \"{}\" missing", i, f);
       if (std::string(f) == "top1" && row[f].is_null()) continue;

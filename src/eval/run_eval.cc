@@ -19,7 +19,8 @@ namespace {
 // One line on stderr, redrawn at most every 0.5 s: scheme i/n, bar, ETAs.
 class Progress {
  public:
-  Progress(bool on, int n_runs, int64_t work_per_run) : on_(on), n_runs_(n_runs), work_(work_per_run) {}
+  Progress(bool on, int n_runs, int64_t work_per_run)
+      : on_(on), n_runs_(n_runs), work_(work_per_run) {}
   void start(int run, const std::string& scheme) {
     run_ = run;
     scheme_ = scheme;
@@ -32,11 +33,12 @@ class Progress {
     const double run_s = run_timer_.elapsed_ms() / 1000.0;
     const double all_done = static_cast<double>(run_) + frac;
     const double eta_run = frac > 0 ? run_s * (1 - frac) / frac : 0;
-    const double eta_all = all_done > 0 ? all_timer_.elapsed_ms() / 1000.0 * (n_runs_ - all_done) / all_done : 0;
+    const double eta_all =
+        all_done > 0 ? all_timer_.elapsed_ms() / 1000.0 * (n_runs_ - all_done) / all_done : 0;
     const int filled = static_cast<int>(30 * frac);
-    std::fprintf(stderr, "\r[eval] %d/%d %-12s [%.*s%*s] %3.0f%% | ETA %s, all %s   ", run_ + 1, n_runs_,
-                 scheme_.c_str(), filled, "==============================", 30 - filled, "", 100 * frac,
-                 fmt_s(eta_run).c_str(), fmt_s(eta_all).c_str());
+    std::fprintf(stderr, "\r[eval] %d/%d %-12s [%.*s%*s] %3.0f%% | ETA %s, all %s   ", run_ + 1,
+                 n_runs_, scheme_.c_str(), filled, "==============================", 30 - filled,
+                 "", 100 * frac, fmt_s(eta_run).c_str(), fmt_s(eta_all).c_str());
     if (done >= total) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   }
@@ -66,13 +68,16 @@ Result<std::string> read_text(const std::string& path) {
 std::string base_key(const EvalOptions& o, int64_t n_corpus) {
   std::error_code ec;
   const auto msize = std::filesystem::file_size(o.model_path, ec);
-  std::string k = fmt::format("model={}:{} corpus={}:{} protocol={}", std::filesystem::path(o.model_path).filename().string(),
-                              msize, std::filesystem::path(o.data_path).filename().string(), n_corpus,
+  std::string k = fmt::format("model={}:{} corpus={}:{} protocol={}",
+                              std::filesystem::path(o.model_path).filename().string(), msize,
+                              std::filesystem::path(o.data_path).filename().string(), n_corpus,
                               protocol_name(o.protocol));
   k += fmt::format(" trunc={}/{}/{} key_center={}", o.trunc.mass, o.trunc.k_min, o.trunc.k_max,
                    o.key_center ? "on" : "off");
-  if (o.protocol == Protocol::kWikitext) return k + fmt::format(" n_ctx={} n_chunks={}", o.n_ctx, o.n_chunks);
-  return k + fmt::format(" prompts={} prefix={} steps={}", o.n_prompts, o.prefix_tokens, o.decode_steps);
+  if (o.protocol == Protocol::kWikitext)
+    return k + fmt::format(" n_ctx={} n_chunks={}", o.n_ctx, o.n_chunks);
+  return k + fmt::format(" prompts={} prefix={} steps={}", o.n_prompts, o.prefix_tokens,
+                         o.decode_steps);
 }
 
 void fill_bits(runtime::Engine& eng, const std::string& scheme, SchemeResult* r) {
@@ -101,8 +106,8 @@ Status run_protocol(runtime::Engine& eng, const std::vector<int32_t>& corpus, co
 }
 
 // bf16 pass that writes the base file; its own scores (KL 0 by construction) are the bf16 row.
-Result<SchemeResult> make_base(runtime::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
-                               const std::string& key, Progress& prog) {
+Result<SchemeResult> make_base(runtime::Engine& eng, const std::vector<int32_t>& corpus,
+                               const EvalOptions& o, const std::string& key, Progress& prog) {
   const int nv = eng.model().config().n_vocab;
   TKV_ASSIGN_OR_RETURN(auto w, BaseLogitsWriter::create(o.base_path, key, nv, o.trunc));
   ScoreAccumulator acc;
@@ -113,7 +118,8 @@ Result<SchemeResult> make_base(runtime::Engine& eng, const std::vector<int32_t>&
     acc.add(score_position(d, logits, nv, &scratch));
     return w->append(d);
   };
-  TKV_RETURN_IF_ERROR(run_protocol(eng, corpus, o, on_pos, [&](int64_t a, int64_t b) { prog.update(a, b); }));
+  TKV_RETURN_IF_ERROR(
+      run_protocol(eng, corpus, o, on_pos, [&](int64_t a, int64_t b) { prog.update(a, b); }));
   TKV_RETURN_IF_ERROR(w->finish());
   SchemeResult r;
   r.scheme = "bf16";
@@ -123,8 +129,9 @@ Result<SchemeResult> make_base(runtime::Engine& eng, const std::vector<int32_t>&
   return r;
 }
 
-Result<SchemeResult> score_scheme(runtime::Engine& eng, const std::string& scheme, const std::vector<int32_t>& corpus,
-                                  const EvalOptions& o, const std::string& key, Progress& prog) {
+Result<SchemeResult> score_scheme(runtime::Engine& eng, const std::string& scheme,
+                                  const std::vector<int32_t>& corpus, const EvalOptions& o,
+                                  const std::string& key, Progress& prog) {
   const int nv = eng.model().config().n_vocab;
   TKV_ASSIGN_OR_RETURN(auto rd, BaseLogitsReader::open(o.base_path, key, nv));
   ScoreAccumulator acc;
@@ -133,11 +140,13 @@ Result<SchemeResult> score_scheme(runtime::Engine& eng, const std::string& schem
   Timer t;
   auto on_pos = [&](const float* logits, int32_t target) -> Status {
     TKV_RETURN_IF_ERROR(rd->next(&d));
-    if (d.target != target) return data_loss("[eval] base logits out of step: target {} vs {}", d.target, target);
+    if (d.target != target)
+      return data_loss("[eval] base logits out of step: target {} vs {}", d.target, target);
     acc.add(score_position(d, logits, nv, &scratch));
     return Status();
   };
-  TKV_RETURN_IF_ERROR(run_protocol(eng, corpus, o, on_pos, [&](int64_t a, int64_t b) { prog.update(a, b); }));
+  TKV_RETURN_IF_ERROR(
+      run_protocol(eng, corpus, o, on_pos, [&](int64_t a, int64_t b) { prog.update(a, b); }));
   if (acc.kl.count() != rd->n_positions())
     return data_loss("[eval] scored {} positions, base has {}", acc.kl.count(), rd->n_positions());
   SchemeResult r;
@@ -156,7 +165,9 @@ Result<Protocol> parse_protocol(const std::string& text) {
   return invalid_argument("[eval] unknown protocol '{}' (valid: serving-kl, wikitext)", text);
 }
 
-const char* protocol_name(Protocol p) { return p == Protocol::kWikitext ? "wikitext" : "serving-kl"; }
+const char* protocol_name(Protocol p) {
+  return p == Protocol::kWikitext ? "wikitext" : "serving-kl";
+}
 
 Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factory) {
   if (opts.schemes.empty()) return invalid_argument("[eval] no schemes given");
@@ -178,11 +189,13 @@ Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factor
     auto existing = BaseLogitsReader::open(opts.base_path, key, nv);
     need_base = !existing.ok() || existing.value()->n_positions() != n_pos;
   }
-  Progress prog(opts.progress, static_cast<int>(opts.schemes.size()) + (need_base ? 1 : 0), planned_work(opts));
+  Progress prog(opts.progress, static_cast<int>(opts.schemes.size()) + (need_base ? 1 : 0),
+                planned_work(opts));
   int run = 0;
   SchemeResult base_row;
   if (need_base) {
-    if (opts.progress) std::fprintf(stderr, "[eval] writing bf16 base logits to %s\n", opts.base_path.c_str());
+    if (opts.progress)
+      std::fprintf(stderr, "[eval] writing bf16 base logits to %s\n", opts.base_path.c_str());
     prog.start(run++, "bf16 (base)");
     TKV_ASSIGN_OR_RETURN(base_row, make_base(*base_eng, corpus, opts, key, prog));
   }

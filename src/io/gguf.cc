@@ -14,8 +14,8 @@
 namespace tkv::io {
 namespace {
 
-using detail::GgufCursor;
 using detail::gguf_type_name;
+using detail::GgufCursor;
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint32_t kMaxDims = 4;
@@ -29,23 +29,29 @@ uint32_t byteswap32(uint32_t v) {
 }
 
 bool is_unsigned(GgufType t) {
-  return t == GgufType::kUint8 || t == GgufType::kUint16 || t == GgufType::kUint32 || t == GgufType::kUint64;
+  return t == GgufType::kUint8 || t == GgufType::kUint16 || t == GgufType::kUint32 ||
+         t == GgufType::kUint64;
 }
 bool is_signed(GgufType t) {
-  return t == GgufType::kInt8 || t == GgufType::kInt16 || t == GgufType::kInt32 || t == GgufType::kInt64;
+  return t == GgufType::kInt8 || t == GgufType::kInt16 || t == GgufType::kInt32 ||
+         t == GgufType::kInt64;
 }
-bool is_float(GgufType t) { return t == GgufType::kFloat32 || t == GgufType::kFloat64; }
+bool is_float(GgufType t) {
+  return t == GgufType::kFloat32 || t == GgufType::kFloat64;
+}
 
 Status read_header(GgufCursor& cur, uint32_t* version, uint64_t* n_tensors, uint64_t* n_kv) {
   uint32_t magic = 0;
   TKV_RETURN_IF_ERROR(cur.read(&magic, "magic"));
-  if (magic != kMagic) return cur.error("bad magic 0x{:08x}, expected 'GGUF' (0x{:08x})", magic, kMagic);
+  if (magic != kMagic)
+    return cur.error("bad magic 0x{:08x}, expected 'GGUF' (0x{:08x})", magic, kMagic);
   TKV_RETURN_IF_ERROR(cur.read(version, "version"));
   if (*version == 1) return cur.error("GGUF version 1 is not supported (only versions 2 and 3)");
   if (byteswap32(*version) == 2 || byteswap32(*version) == 3) {
     return cur.error("big-endian GGUF (version field {:#x}) is not supported", *version);
   }
-  if (*version != 2 && *version != 3) return cur.error("unsupported GGUF version {} (only 2 and 3)", *version);
+  if (*version != 2 && *version != 3)
+    return cur.error("unsupported GGUF version {} (only 2 and 3)", *version);
   TKV_RETURN_IF_ERROR(cur.read(n_tensors, "tensor count"));
   TKV_RETURN_IF_ERROR(cur.read(n_kv, "metadata count"));
   if (*n_kv > cur.remaining() / kMinKvBytes) {
@@ -76,7 +82,8 @@ Status read_tensor_info(GgufCursor& cur, GgufTensorInfo* t) {
   t->type = tr->type;
   const int64_t row = n_dims > 0 ? t->shape[0] : 1;
   if (row % tr->block_elems != 0) {
-    return cur.error("row length {} is not a multiple of the {} block size {}", row, tr->name, tr->block_elems);
+    return cur.error("row length {} is not a multiple of the {} block size {}", row, tr->name,
+                     tr->block_elems);
   }
   const uint64_t n_blocks = static_cast<uint64_t>(n_elems) / static_cast<uint64_t>(tr->block_elems);
   if (n_blocks > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(tr->block_bytes)) {
@@ -97,7 +104,8 @@ int64_t GgufTensorInfo::n_elems() const {
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   auto mapped = MmapFile::open(path);
-  if (!mapped.ok()) return Status(mapped.status().code(), "[gguf] " + path + ": " + mapped.status().message());
+  if (!mapped.ok())
+    return Status(mapped.status().code(), "[gguf] " + path + ": " + mapped.status().message());
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   f->base_ = (*mapped)->data();
@@ -107,7 +115,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   return f;
 }
 
-Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* bytes, size_t size, std::string label) {
+Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* bytes, size_t size,
+                                                  std::string label) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = std::move(label);
   f->base_ = bytes;
@@ -116,11 +125,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* bytes, size_t s
   return f;
 }
 
-GgufFile::~GgufFile() { delete static_cast<MmapFile*>(mapping_); }
+GgufFile::~GgufFile() {
+  delete static_cast<MmapFile*>(mapping_);
+}
 
 namespace {
 
-Status read_metadata(GgufCursor& cur, uint64_t n_kv, std::unordered_map<std::string, GgufValue>* kv) {
+Status read_metadata(GgufCursor& cur, uint64_t n_kv,
+                     std::unordered_map<std::string, GgufValue>* kv) {
   kv->reserve(static_cast<size_t>(n_kv));  // bounded by the file size in read_header
   for (uint64_t i = 0; i < n_kv; ++i) {
     cur.set_context(fmt::format("metadata entry {}", i));
@@ -141,14 +153,17 @@ Status read_metadata(GgufCursor& cur, uint64_t n_kv, std::unordered_map<std::str
 
 Status read_alignment(const GgufCursor& cur, const GgufValue* a, size_t* alignment) {
   if (a == nullptr) return {};
-  if (a->type != GgufType::kUint32) return cur.error("general.alignment has type {}, expected u32", gguf_type_name(a->type));
+  if (a->type != GgufType::kUint32)
+    return cur.error("general.alignment has type {}, expected u32", gguf_type_name(a->type));
   const uint64_t v = std::get<uint64_t>(a->scalar);
-  if (v == 0 || (v & (v - 1)) != 0) return cur.error("general.alignment {} is not a power of two", v);
+  if (v == 0 || (v & (v - 1)) != 0)
+    return cur.error("general.alignment {} is not a power of two", v);
   *alignment = static_cast<size_t>(v);
   return {};
 }
 
-Status read_tensor_infos(GgufCursor& cur, uint64_t n_tensors, size_t alignment, std::vector<GgufTensorInfo>* tensors,
+Status read_tensor_infos(GgufCursor& cur, uint64_t n_tensors, size_t alignment,
+                         std::vector<GgufTensorInfo>* tensors,
                          std::unordered_map<std::string, size_t>* index) {
   if (n_tensors > cur.remaining() / kMinTensorInfoBytes) {
     return cur.error("tensor count {} cannot fit in the {} bytes left", n_tensors, cur.remaining());
@@ -162,7 +177,8 @@ Status read_tensor_infos(GgufCursor& cur, uint64_t n_tensors, size_t alignment, 
     cur.set_context(fmt::format("tensor {} '{}'", i, t.name));
     if (!index->emplace(t.name, i).second) return cur.error("duplicate tensor name");
     TKV_RETURN_IF_ERROR(read_tensor_info(cur, &t));
-    if (t.offset % alignment != 0) return cur.error("offset {} is not a multiple of the alignment {}", t.offset, alignment);
+    if (t.offset % alignment != 0)
+      return cur.error("offset {} is not a multiple of the alignment {}", t.offset, alignment);
   }
   cur.set_context("");
   return {};
@@ -174,8 +190,10 @@ Status place_tensors(const std::string& path, const uint8_t* base, size_t size, 
   const size_t data_size = data_start <= size ? size - data_start : 0;
   for (GgufTensorInfo& t : *tensors) {
     if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
-      return data_loss("[gguf] {}: tensor '{}': data [{}, +{}) runs past the end of the data section ({} bytes at byte {})",
-                       path, t.name, t.offset, t.n_bytes, data_size, data_start);
+      return data_loss(
+          "[gguf] {}: tensor '{}': data [{}, +{}) runs past the end of the data section ({} bytes "
+          "at byte {})",
+          path, t.name, t.offset, t.n_bytes, data_size, data_start);
     }
     t.data = base + std::min(data_start + t.offset, size);  // clamped only for empty tensors
   }
@@ -184,13 +202,14 @@ Status place_tensors(const std::string& path, const uint8_t* base, size_t size, 
   for (const GgufTensorInfo& t : *tensors) {
     if (t.n_bytes > 0) order.push_back(&t);
   }
-  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->offset < b->offset; });
+  std::sort(order.begin(), order.end(),
+            [](const auto* a, const auto* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < order.size(); ++i) {
     const GgufTensorInfo& p = *order[i - 1];
     const GgufTensorInfo& t = *order[i];
     if (p.offset + p.n_bytes > t.offset) {  // both end inside the data section: no overflow
-      return data_loss("[gguf] {}: tensors '{}' [{}, +{}) and '{}' [{}, +{}) overlap", path, p.name, p.offset,
-                       p.n_bytes, t.name, t.offset, t.n_bytes);
+      return data_loss("[gguf] {}: tensors '{}' [{}, +{}) and '{}' [{}, +{}) overlap", path, p.name,
+                       p.offset, p.n_bytes, t.name, t.offset, t.n_bytes);
     }
   }
   return {};
@@ -225,7 +244,8 @@ namespace {
 Status not_found(const std::string& path, std::string_view key) {
   return make_error(StatusCode::kNotFound, "[gguf] {}: key '{}' not found", path, key);
 }
-Status mismatch(const std::string& path, std::string_view key, const GgufValue& v, std::string_view want) {
+Status mismatch(const std::string& path, std::string_view key, const GgufValue& v,
+                std::string_view want) {
   std::string have(gguf_type_name(v.type));
   if (v.type == GgufType::kArray) have = fmt::format("array of {}", gguf_type_name(v.elem_type));
   return invalid_argument("[gguf] {}: key '{}' has type {}, expected {}", path, key, have, want);
@@ -239,7 +259,9 @@ Result<uint64_t> GgufFile::get_u64(std::string_view key) const {
   if (is_unsigned(v->type)) return std::get<uint64_t>(v->scalar);
   if (is_signed(v->type)) {
     const int64_t i = std::get<int64_t>(v->scalar);
-    if (i < 0) return invalid_argument("[gguf] {}: key '{}' is {}, expected a non-negative integer", path_, key, i);
+    if (i < 0)
+      return invalid_argument("[gguf] {}: key '{}' is {}, expected a non-negative integer", path_,
+                              key, i);
     return static_cast<uint64_t>(i);
   }
   return mismatch(path_, key, *v, "an unsigned integer");
@@ -252,7 +274,8 @@ Result<int64_t> GgufFile::get_i64(std::string_view key) const {
   if (is_unsigned(v->type)) {
     const uint64_t u = std::get<uint64_t>(v->scalar);
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return invalid_argument("[gguf] {}: key '{}' is {}, which does not fit in int64", path_, key, u);
+      return invalid_argument("[gguf] {}: key '{}' is {}, which does not fit in int64", path_, key,
+                              u);
     }
     return static_cast<int64_t>(u);
   }
@@ -285,7 +308,8 @@ Result<std::string> GgufFile::get_string(std::string_view key) const {
 Result<std::vector<std::string>> GgufFile::get_string_array(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return not_found(path_, key);
-  if (v->type != GgufType::kArray || v->elem_type != GgufType::kString) return mismatch(path_, key, *v, "array of string");
+  if (v->type != GgufType::kArray || v->elem_type != GgufType::kString)
+    return mismatch(path_, key, *v, "array of string");
   return v->strings;
 }
 
@@ -305,17 +329,24 @@ namespace {
 template <typename T, typename D>
 T value_or(Result<T> r, D&& def) {
   if (r.ok()) return std::move(r).value();
-  if (r.status().code() != StatusCode::kNotFound) TKV_LOG_WARN("{} (using the default)", r.status().message());
+  if (r.status().code() != StatusCode::kNotFound)
+    TKV_LOG_WARN("{} (using the default)", r.status().message());
   return T(std::forward<D>(def));
 }
 
 }  // namespace
 
-uint64_t GgufFile::get_u64_or(std::string_view key, uint64_t def) const { return value_or(get_u64(key), def); }
-double GgufFile::get_f64_or(std::string_view key, double def) const { return value_or(get_f64(key), def); }
+uint64_t GgufFile::get_u64_or(std::string_view key, uint64_t def) const {
+  return value_or(get_u64(key), def);
+}
+double GgufFile::get_f64_or(std::string_view key, double def) const {
+  return value_or(get_f64(key), def);
+}
 std::string GgufFile::get_string_or(std::string_view key, std::string def) const {
   return value_or(get_string(key), std::move(def));
 }
-bool GgufFile::get_bool_or(std::string_view key, bool def) const { return value_or(get_bool(key), def); }
+bool GgufFile::get_bool_or(std::string_view key, bool def) const {
+  return value_or(get_bool(key), def);
+}
 
 }  // namespace tkv::io

@@ -18,18 +18,29 @@
 namespace tkv::io {
 
 enum class GgufType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 
 // One metadata value. Arrays hold their element type and a vector of scalars
 // (strings for string arrays). Large numeric arrays keep their raw bytes view.
 struct GgufValue {
   GgufType type = GgufType::kUint8;
-  GgufType elem_type = GgufType::kUint8;  // for arrays
+  GgufType elem_type = GgufType::kUint8;                              // for arrays
   std::variant<uint64_t, int64_t, double, bool, std::string> scalar;  // non-array
-  std::vector<std::string> strings;  // string arrays
-  std::vector<double> numbers;       // numeric / bool arrays, widened
+  std::vector<std::string> strings;                                   // string arrays
+  std::vector<double> numbers;  // numeric / bool arrays, widened
   size_t array_len = 0;
 };
 
@@ -37,7 +48,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> shape;  // ggml order: shape[0] is the contiguous (row) dimension
   ggml::Type type = ggml::Type::kF32;
-  uint64_t offset = 0;         // relative to the data section
+  uint64_t offset = 0;            // relative to the data section
   const uint8_t* data = nullptr;  // resolved pointer into the mapping
   size_t n_bytes = 0;
   int64_t n_elems() const;
@@ -48,7 +59,8 @@ class GgufFile {
   // Maps and parses `path`. Fails with "[gguf] <path>: ..." on any defect.
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
   // Parses an in-memory image (for fuzzing and tests); `bytes` must outlive the object.
-  static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* bytes, size_t size, std::string label = "<memory>");
+  static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* bytes, size_t size,
+                                                 std::string label = "<memory>");
   ~GgufFile();
 
   uint32_t version() const { return version_; }

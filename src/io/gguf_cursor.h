@@ -15,7 +15,8 @@ namespace tkv::io::detail {
 
 class GgufCursor {
  public:
-  GgufCursor(const uint8_t* data, size_t size, const std::string& label) : data_(data), size_(size), label_(label) {}
+  GgufCursor(const uint8_t* data, size_t size, const std::string& label)
+      : data_(data), size_(size), label_(label) {}
 
   size_t pos() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
@@ -27,12 +28,14 @@ class GgufCursor {
   // "[gguf] <label>: [<context>: ]<msg> (at byte <pos>)" as DataLoss.
   template <typename... Args>
   Status error(fmt::format_string<Args...> f, Args&&... args) const {
-    return data_loss("[gguf] {}: {}{}{} (at byte {})", label_, context_, context_.empty() ? "" : ": ",
-                     fmt::format(f, std::forward<Args>(args)...), pos_);
+    return data_loss("[gguf] {}: {}{}{} (at byte {})", label_, context_,
+                     context_.empty() ? "" : ": ", fmt::format(f, std::forward<Args>(args)...),
+                     pos_);
   }
 
   Status need(size_t n, std::string_view what) const {
-    if (n > remaining()) return error("truncated: {} needs {} bytes, {} left", what, n, remaining());
+    if (n > remaining())
+      return error("truncated: {} needs {} bytes, {} left", what, n, remaining());
     return {};
   }
 
@@ -47,14 +50,17 @@ class GgufCursor {
   Status read_string(std::string* out, std::string_view what) {
     uint64_t len = 0;
     TKV_RETURN_IF_ERROR(read(&len, what));
-    if (len > remaining()) return error("{}: string length {} exceeds the {} bytes left in the file", what, len, remaining());
+    if (len > remaining())
+      return error("{}: string length {} exceeds the {} bytes left in the file", what, len,
+                   remaining());
     out->assign(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
     return {};
   }
 
   Status skip(uint64_t n, std::string_view what) {
-    if (n > remaining()) return error("truncated: {} needs {} bytes, {} left", what, n, remaining());
+    if (n > remaining())
+      return error("truncated: {} needs {} bytes, {} left", what, n, remaining());
     pos_ += static_cast<size_t>(n);
     return {};
   }
@@ -69,7 +75,8 @@ class GgufCursor {
 
 // Name of a GGUF value type for messages ("u32", "string", ...); "?" if unknown.
 std::string_view gguf_type_name(GgufType t);
-// Parses one value of type id `type_id` at the cursor into *out (errors carry the cursor's context).
+// Parses one value of type id `type_id` at the cursor into *out (errors carry the cursor's
+// context).
 Status read_gguf_value(GgufCursor& cur, uint32_t type_id, GgufValue* out);
 
 }  // namespace tkv::io::detail

@@ -11,24 +11,39 @@ namespace {
 
 constexpr int kMaxArrayDepth = 8;
 
-bool is_known(uint32_t id) { return id <= static_cast<uint32_t>(GgufType::kFloat64); }
+bool is_known(uint32_t id) {
+  return id <= static_cast<uint32_t>(GgufType::kFloat64);
+}
 
 // Bytes of one scalar of type t; 0 for string and array.
 size_t scalar_bytes(GgufType t) {
   switch (t) {
-    case GgufType::kUint8: case GgufType::kInt8: case GgufType::kBool: return 1;
-    case GgufType::kUint16: case GgufType::kInt16: return 2;
-    case GgufType::kUint32: case GgufType::kInt32: case GgufType::kFloat32: return 4;
-    case GgufType::kUint64: case GgufType::kInt64: case GgufType::kFloat64: return 8;
-    case GgufType::kString: case GgufType::kArray: return 0;
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kUint16:
+    case GgufType::kInt16:
+      return 2;
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kFloat32:
+      return 4;
+    case GgufType::kUint64:
+    case GgufType::kInt64:
+    case GgufType::kFloat64:
+      return 8;
+    case GgufType::kString:
+    case GgufType::kArray:
+      return 0;
   }
   return 0;
 }
 
 // Smallest encoding of one array element: bounds a count before any allocation.
 size_t min_elem_bytes(GgufType t) {
-  if (t == GgufType::kString) return 8;   // u64 length
-  if (t == GgufType::kArray) return 12;   // u32 type + u64 count
+  if (t == GgufType::kString) return 8;  // u64 length
+  if (t == GgufType::kArray) return 12;  // u32 type + u64 count
   return scalar_bytes(t);
 }
 
@@ -42,16 +57,66 @@ Status read_scalar(GgufCursor& cur, GgufType t,
                    std::variant<uint64_t, int64_t, double, bool, std::string>* out) {
   const std::string_view what = "value";
   switch (t) {
-    case GgufType::kUint8: { uint8_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = uint64_t{v}; return {}; }
-    case GgufType::kUint16: { uint16_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = uint64_t{v}; return {}; }
-    case GgufType::kUint32: { uint32_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = uint64_t{v}; return {}; }
-    case GgufType::kUint64: { uint64_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = v; return {}; }
-    case GgufType::kInt8: { int8_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = int64_t{v}; return {}; }
-    case GgufType::kInt16: { int16_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = int64_t{v}; return {}; }
-    case GgufType::kInt32: { int32_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = int64_t{v}; return {}; }
-    case GgufType::kInt64: { int64_t v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = v; return {}; }
-    case GgufType::kFloat32: { float v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = double{v}; return {}; }
-    case GgufType::kFloat64: { double v; TKV_RETURN_IF_ERROR(read_as(cur, what, &v)); *out = v; return {}; }
+    case GgufType::kUint8: {
+      uint8_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = uint64_t{v};
+      return {};
+    }
+    case GgufType::kUint16: {
+      uint16_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = uint64_t{v};
+      return {};
+    }
+    case GgufType::kUint32: {
+      uint32_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = uint64_t{v};
+      return {};
+    }
+    case GgufType::kUint64: {
+      uint64_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = v;
+      return {};
+    }
+    case GgufType::kInt8: {
+      int8_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = int64_t{v};
+      return {};
+    }
+    case GgufType::kInt16: {
+      int16_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = int64_t{v};
+      return {};
+    }
+    case GgufType::kInt32: {
+      int32_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = int64_t{v};
+      return {};
+    }
+    case GgufType::kInt64: {
+      int64_t v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = v;
+      return {};
+    }
+    case GgufType::kFloat32: {
+      float v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = double{v};
+      return {};
+    }
+    case GgufType::kFloat64: {
+      double v;
+      TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
+      *out = v;
+      return {};
+    }
     case GgufType::kBool: {
       uint8_t v;
       TKV_RETURN_IF_ERROR(read_as(cur, what, &v));
@@ -59,8 +124,14 @@ Status read_scalar(GgufCursor& cur, GgufType t,
       *out = v == 1;
       return {};
     }
-    case GgufType::kString: { std::string s; TKV_RETURN_IF_ERROR(cur.read_string(&s, what)); *out = std::move(s); return {}; }
-    case GgufType::kArray: break;
+    case GgufType::kString: {
+      std::string s;
+      TKV_RETURN_IF_ERROR(cur.read_string(&s, what));
+      *out = std::move(s);
+      return {};
+    }
+    case GgufType::kArray:
+      break;
   }
   return cur.error("internal: read_scalar on an array");
 }
@@ -136,19 +207,32 @@ Status read_array(GgufCursor& cur, GgufValue* out) {
 
 std::string_view gguf_type_name(GgufType t) {
   switch (t) {
-    case GgufType::kUint8: return "u8";
-    case GgufType::kInt8: return "i8";
-    case GgufType::kUint16: return "u16";
-    case GgufType::kInt16: return "i16";
-    case GgufType::kUint32: return "u32";
-    case GgufType::kInt32: return "i32";
-    case GgufType::kFloat32: return "f32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "u64";
-    case GgufType::kInt64: return "i64";
-    case GgufType::kFloat64: return "f64";
+    case GgufType::kUint8:
+      return "u8";
+    case GgufType::kInt8:
+      return "i8";
+    case GgufType::kUint16:
+      return "u16";
+    case GgufType::kInt16:
+      return "i16";
+    case GgufType::kUint32:
+      return "u32";
+    case GgufType::kInt32:
+      return "i32";
+    case GgufType::kFloat32:
+      return "f32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kUint64:
+      return "u64";
+    case GgufType::kInt64:
+      return "i64";
+    case GgufType::kFloat64:
+      return "f64";
   }
   return "?";
 }

@@ -14,7 +14,8 @@ namespace tkv::io {
 
 Result<std::unique_ptr<MmapFile>> MmapFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(StatusCode::kIo, "[mmap] {}: cannot open: {}", path, std::strerror(errno));
+  if (fd < 0)
+    return make_error(StatusCode::kIo, "[mmap] {}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
@@ -32,7 +33,8 @@ Result<std::unique_ptr<MmapFile>> MmapFile::open(const std::string& path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      return make_error(StatusCode::kIo, "[mmap] {}: mmap of {} bytes failed: {}", path, f->size_, std::strerror(err));
+      return make_error(StatusCode::kIo, "[mmap] {}: mmap of {} bytes failed: {}", path, f->size_,
+                        std::strerror(err));
     }
     f->addr_ = p;
   }

@@ -20,7 +20,8 @@ Result<AttnPath> parse_attn_path(const std::string& text) {
   if (text == "fused") return AttnPath::kFused;
   if (text == "reference") return AttnPath::kReference;
   if (text == "verify") return AttnPath::kVerify;
-  return invalid_argument("[kvcache] unknown --kv-attn '{}' (valid: fused | reference | verify)", text);
+  return invalid_argument("[kvcache] unknown --kv-attn '{}' (valid: fused | reference | verify)",
+                          text);
 }
 
 Result<bool> parse_swa_mode(const std::string& text) {
@@ -39,7 +40,8 @@ int64_t kv_max_context(const KvMemoryModel& m, size_t budget_bytes) {
   size_t left = budget_bytes - m.window_bytes_per_seq;
   if (m.full_bytes_per_token == 0) return INT64_MAX;
   const size_t prefix = static_cast<size_t>(m.prefix_tokens) * m.prefix_bytes_per_token;
-  if (m.prefix_tokens > 0 && left <= prefix) return static_cast<int64_t>(left / m.prefix_bytes_per_token);
+  if (m.prefix_tokens > 0 && left <= prefix)
+    return static_cast<int64_t>(left / m.prefix_bytes_per_token);
   left -= prefix;
   return m.prefix_tokens + static_cast<int64_t>(left / m.full_bytes_per_token);
 }

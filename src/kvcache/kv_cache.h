@@ -40,8 +40,8 @@ struct CacheOptions {
   int page_size = 64;           // tokens per page
   int64_t max_tokens = 4096;    // pool capacity in tokens (all sequences together)
   int max_seqs = 8;
-  int64_t quant_start = 0;      // --kv-quant-start: positions < quant_start stay bf16
-  bool swa_bf16 = false;        // --kv-quant-swa bf16: sliding-window layers stay bf16
+  int64_t quant_start = 0;           // --kv-quant-start: positions < quant_start stay bf16
+  bool swa_bf16 = false;             // --kv-quant-swa bf16: sliding-window layers stay bf16
   AttnPath attn = AttnPath::kFused;  // --kv-attn fused | reference | verify
   int64_t max_chunk_tokens = 4096;   // largest n_new of one reserve (sizes sliding-window pools)
 };
@@ -49,17 +49,17 @@ struct CacheOptions {
 // The one parser of the --kv-* flag values; errors list the valid forms.
 // Scheme syntax only (head_dim is checked when the cache is built for a model).
 Status check_kv_scheme_syntax(const std::string& scheme);
-Result<AttnPath> parse_attn_path(const std::string& text);   // "fused" | "reference" | "verify"
-Result<bool> parse_swa_mode(const std::string& text);        // "quant" -> false | "bf16" -> true
+Result<AttnPath> parse_attn_path(const std::string& text);  // "fused" | "reference" | "verify"
+Result<bool> parse_swa_mode(const std::string& text);       // "quant" -> false | "bf16" -> true
 
 // Memory model of a cache: bytes per token over all layers (sliding-window layers
 // counted as if they kept every token), and the fixed bytes per sequence of the
 // rotating sliding-window pages.
 struct KvMemoryModel {
-  size_t bytes_per_token = 0;        // all layers, full + sliding as if full
-  size_t full_bytes_per_token = 0;   // full-attention layers only (grows with context)
-  size_t window_bytes_per_seq = 0;   // sliding-window layers (bounded by the window)
-  int64_t prefix_tokens = 0;         // --kv-quant-start: first tokens kept bf16 ...
+  size_t bytes_per_token = 0;         // all layers, full + sliding as if full
+  size_t full_bytes_per_token = 0;    // full-attention layers only (grows with context)
+  size_t window_bytes_per_seq = 0;    // sliding-window layers (bounded by the window)
+  int64_t prefix_tokens = 0;          // --kv-quant-start: first tokens kept bf16 ...
   size_t prefix_bytes_per_token = 0;  // ... at this cost in the full-attention layers
 };
 Result<KvMemoryModel> kv_memory_model(const KvShape& shape, const CacheOptions& opts);
@@ -79,7 +79,8 @@ class KvCache {
   // Allocates room for n_new tokens after seq_len(seq); fails when full.
   virtual Status reserve(int seq, int64_t n_new) = 0;
   // k, v: [n_tokens, n_kv_heads, head_dim] fp32 for positions [pos0, pos0 + n_tokens).
-  virtual void write(int layer, int seq, int64_t pos0, int64_t n_tokens, const float* k, const float* v) = 0;
+  virtual void write(int layer, int seq, int64_t pos0, int64_t n_tokens, const float* k,
+                     const float* v) = 0;
   // Causal attention of a.n_q queries at a.q_pos0.. over everything written so
   // far for (layer, seq), including this pass's write().
   virtual void attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPool& pool) = 0;

@@ -11,11 +11,14 @@
 namespace tkv::kv {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Adds the stores of one layer group: an optional bf16 prefix, then the scheme.
-void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o, std::vector<int> layers,
-               int64_t window, bool is_float, const quant::KvScheme& scheme) {
+void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o,
+               std::vector<int> layers, int64_t window, bool is_float,
+               const quant::KvScheme& scheme) {
   const int g = static_cast<int>(lay.groups.size());
   LayerGroup grp;
   grp.layers = std::move(layers);
@@ -23,9 +26,11 @@ void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o, st
     lay.layer_slots[static_cast<size_t>(grp.layers[i])] = {g, static_cast<int>(i)};
   const int64_t full_pages = ceil_div(o.max_tokens, o.page_size);
   // A window store holds window + one chunk + 2 partial pages + 1 slack page per sequence.
-  const int64_t win_pages = window > 0 ? o.max_seqs * (ceil_div(window + o.max_chunk_tokens, o.page_size) + 3) : 0;
+  const int64_t win_pages =
+      window > 0 ? o.max_seqs * (ceil_div(window + o.max_chunk_tokens, o.page_size) + 3) : 0;
   const auto pages_for = [&](int64_t n_tokens_per_seq) {
-    const int64_t cap = std::min(full_pages, o.max_seqs * (ceil_div(n_tokens_per_seq, o.page_size) + 1));
+    const int64_t cap =
+        std::min(full_pages, o.max_seqs * (ceil_div(n_tokens_per_seq, o.page_size) + 1));
     return window > 0 ? std::min(cap, win_pages) : cap;
   };
   const bool prefix = !is_float && o.quant_start > 0;
@@ -36,16 +41,19 @@ void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o, st
   grp.stores.push_back(static_cast<int>(lay.stores.size()));
   lay.stores.push_back({g, is_float, scheme, prefix ? o.quant_start : 0, kNoEnd, window,
                         window > 0 ? std::min(full_pages, win_pages) : full_pages});
-  const size_t row = static_cast<size_t>(kernels::kv_segment_row_bytes(is_float, scheme, shape.head_dim));
+  const size_t row =
+      static_cast<size_t>(kernels::kv_segment_row_bytes(is_float, scheme, shape.head_dim));
   const size_t per_tok = row * static_cast<size_t>(shape.n_kv_heads) * grp.layers.size();
   lay.memory.bytes_per_token += per_tok;
   if (window > 0) {
-    lay.memory.window_bytes_per_seq += per_tok * static_cast<size_t>(std::min(window, o.max_tokens));
+    lay.memory.window_bytes_per_seq +=
+        per_tok * static_cast<size_t>(std::min(window, o.max_tokens));
   } else {
     lay.memory.full_bytes_per_token += per_tok;
     if (prefix) {
       lay.memory.prefix_tokens = o.quant_start;
-      lay.memory.prefix_bytes_per_token = static_cast<size_t>(4 * shape.head_dim * shape.n_kv_heads) * grp.layers.size();
+      lay.memory.prefix_bytes_per_token =
+          static_cast<size_t>(4 * shape.head_dim * shape.n_kv_heads) * grp.layers.size();
     }
     lay.capacity_tokens = lay.stores.back().n_pages * o.page_size + (prefix ? o.quant_start : 0);
   }
@@ -57,13 +65,17 @@ void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o, st
 Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& o) {
   if (shape.n_layers <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
       static_cast<int>(shape.layer_window.size()) != shape.n_layers)
-    return invalid_argument("[kvcache] bad cache shape: {} layers, {} kv heads, head_dim {}, {} windows", shape.n_layers,
-                            shape.n_kv_heads, shape.head_dim, shape.layer_window.size());
-  if (o.page_size <= 0 || o.max_tokens <= 0 || o.max_seqs <= 0 || o.quant_start < 0 || o.max_chunk_tokens <= 0)
-    return invalid_argument("[kvcache] bad cache options: page_size {}, max_tokens {}, max_seqs {}, quant_start {}",
-                            o.page_size, o.max_tokens, o.max_seqs, o.quant_start);
+    return invalid_argument(
+        "[kvcache] bad cache shape: {} layers, {} kv heads, head_dim {}, {} windows",
+        shape.n_layers, shape.n_kv_heads, shape.head_dim, shape.layer_window.size());
+  if (o.page_size <= 0 || o.max_tokens <= 0 || o.max_seqs <= 0 || o.quant_start < 0 ||
+      o.max_chunk_tokens <= 0)
+    return invalid_argument(
+        "[kvcache] bad cache options: page_size {}, max_tokens {}, max_seqs {}, quant_start {}",
+        o.page_size, o.max_tokens, o.max_seqs, o.quant_start);
   if (shape.head_dim % 8 != 0 || shape.head_dim > 512)
-    return invalid_argument("[kvcache] head_dim {} unsupported (needs a multiple of 8, at most 512)", shape.head_dim);
+    return invalid_argument(
+        "[kvcache] head_dim {} unsupported (needs a multiple of 8, at most 512)", shape.head_dim);
   TKV_RETURN_IF_ERROR(check_kv_scheme_syntax(o.scheme));
   // bf16 / f16: plain 16-bit float rows (any head_dim % 8 == 0); scheme.kind says which.
   const bool is_float = o.scheme == "bf16" || o.scheme == "f16";
@@ -73,7 +85,8 @@ Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& 
     auto r = quant::parse_kv_scheme(o.scheme, shape.head_dim);
     if (!r.ok())
       return invalid_argument(
-          "[kvcache] --kv-quant {} needs a full-attention head_dim in {{64, 128, 256, 512}}; this model has head_dim {} "
+          "[kvcache] --kv-quant {} needs a full-attention head_dim in {{64, 128, 256, 512}}; this "
+          "model has head_dim {} "
           "(use --kv-quant bf16)",
           o.scheme, shape.head_dim);
     scheme = r.value();

@@ -16,11 +16,11 @@ constexpr int64_t kNoEnd = INT64_MAX / 4;
 
 // One format over one position range of one layer group.
 struct StoreSpec {
-  int group = 0;                 // index into CacheLayout::groups
+  int group = 0;  // index into CacheLayout::groups
   bool is_float = true;
-  quant::KvScheme scheme;        // when !is_float
+  quant::KvScheme scheme;           // when !is_float
   int64_t begin = 0, end = kNoEnd;  // positions [begin, end)
-  int64_t window = 0;            // 0 = full attention, else the group's largest window
+  int64_t window = 0;               // 0 = full attention, else the group's largest window
   int64_t n_pages = 0;
 };
 

@@ -6,7 +6,9 @@
 namespace tkv::kv {
 
 PageTable::PageTable(int64_t n_pages, int page_size, int max_seqs)
-    : page_size_(page_size), refcount_(static_cast<size_t>(n_pages), 0), seqs_(static_cast<size_t>(max_seqs)) {
+    : page_size_(page_size),
+      refcount_(static_cast<size_t>(n_pages), 0),
+      seqs_(static_cast<size_t>(max_seqs)) {
   free_.reserve(static_cast<size_t>(n_pages));
   for (int64_t p = n_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
 }
@@ -18,11 +20,13 @@ Result<int> PageTable::create_seq() {
       return static_cast<int>(i);
     }
   }
-  return make_error(StatusCode::kResourceExhausted, "[kvcache] all {} sequence slots are in use", seqs_.size());
+  return make_error(StatusCode::kResourceExhausted, "[kvcache] all {} sequence slots are in use",
+                    seqs_.size());
 }
 
 bool PageTable::valid_seq(int seq) const {
-  return seq >= 0 && static_cast<size_t>(seq) < seqs_.size() && seqs_[static_cast<size_t>(seq)].live;
+  return seq >= 0 && static_cast<size_t>(seq) < seqs_.size() &&
+         seqs_[static_cast<size_t>(seq)].live;
 }
 
 void PageTable::unref(int32_t page) {
@@ -49,7 +53,8 @@ Result<int> PageTable::fork_seq(int src, int64_t* copy_src_page, int64_t* copy_d
   const bool partial = s.n_tokens % page_size_ != 0;
   if (partial && free_.empty()) {
     d = Seq{};
-    return make_error(StatusCode::kResourceExhausted, "[kvcache] no free page to fork sequence {}", src);
+    return make_error(StatusCode::kResourceExhausted, "[kvcache] no free page to fork sequence {}",
+                      src);
   }
   d.n_tokens = s.n_tokens;
   for (int64_t i = 0; i < full; ++i) {
@@ -75,7 +80,8 @@ Status PageTable::reserve(int seq, int64_t n_new) {
   const int64_t add = need - static_cast<int64_t>(s.pages.size());
   if (add > static_cast<int64_t>(free_.size()))
     return make_error(StatusCode::kResourceExhausted,
-                      "[kvcache] out of KV pages: sequence needs {} more pages of {} tokens, {} free (context full)",
+                      "[kvcache] out of KV pages: sequence needs {} more pages of {} tokens, {} "
+                      "free (context full)",
                       add, page_size_, free_.size());
   // A shared (forked) last page must not be written: the fork copied it, so only
   // pages past n_tokens are new here.

@@ -15,9 +15,9 @@
 #include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "kvcache/kv_layout.h"
-#include "quant/kv_math.h"
 #include "kvcache/page_table.h"
 #include "quant/half.h"
+#include "quant/kv_math.h"
 
 namespace tkv::kv {
 namespace {
@@ -27,7 +27,9 @@ struct Store {
   int64_t row_bytes = 0, page_bytes = 0;
   std::unique_ptr<PageTable> pt;
   std::vector<std::unique_ptr<uint8_t[]>> pools;  // per layer of the group
-  int64_t local(int64_t len) const { return std::clamp<int64_t>(len - spec.begin, 0, spec.end - spec.begin); }
+  int64_t local(int64_t len) const {
+    return std::clamp<int64_t>(len - spec.begin, 0, spec.end - spec.begin);
+  }
 };
 
 class PagedCache final : public KvCache {
@@ -40,7 +42,8 @@ class PagedCache final : public KvCache {
       st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape.head_dim);
       st.page_bytes = st.row_bytes * shape.n_kv_heads * opts.page_size;
       st.pt = std::make_unique<PageTable>(sp.n_pages, opts.page_size, opts.max_seqs);
-      const size_t bytes = static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
+      const size_t bytes =
+          static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
       for (size_t l = 0; l < lay.groups[static_cast<size_t>(sp.group)].layers.size(); ++l) {
         st.pools.emplace_back(new uint8_t[bytes]());
         allocated_ += bytes;
@@ -83,7 +86,8 @@ class PagedCache final : public KvCache {
 
  private:
   void verify(const kernels::KvSegmentView* segs, int n_segs, const kernels::AttnArgs& a);
-  void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k, const float* v);
+  void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k,
+                   const float* v);
   KvShape shape_;
   CacheOptions opts_;
   CacheLayout lay_;
@@ -103,7 +107,8 @@ Result<int> PagedCache::fork_seq(int src) {
     id = s;
     if (sp < 0) continue;
     for (auto& pool : st.pools)
-      std::memcpy(pool.get() + dp * st.page_bytes, pool.get() + sp * st.page_bytes, static_cast<size_t>(st.page_bytes));
+      std::memcpy(pool.get() + dp * st.page_bytes, pool.get() + sp * st.page_bytes,
+                  static_cast<size_t>(st.page_bytes));
   }
   seq_len_[static_cast<size_t>(id)] = seq_len_[static_cast<size_t>(src)];
   return id;
@@ -130,7 +135,8 @@ Status PagedCache::reserve(int seq, int64_t n_new) {
   if (n_new > opts_.max_chunk_tokens)
     return invalid_argument("[kvcache] {} new tokens in one pass exceed max_chunk_tokens {}", n_new,
                             opts_.max_chunk_tokens);
-  for (auto& st : stores_) TKV_RETURN_IF_ERROR(st.pt->reserve(seq, st.local(len + n_new) - st.local(len)));
+  for (auto& st : stores_)
+    TKV_RETURN_IF_ERROR(st.pt->reserve(seq, st.local(len + n_new) - st.local(len)));
   return Status();
 }
 
@@ -149,12 +155,14 @@ void PagedCache::commit(int seq, int64_t n_new) {
 
 // Encodes tokens [pos0, pos0 + n) ∩ [begin, end) into the store's pages, one
 // (page run, kv head) at a time: rows of one head are contiguous in a page.
-void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k, const float* v) {
+void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k,
+                             const float* v) {
   const int64_t a = std::max(pos0, st.spec.begin), b = std::min(pos0 + n, st.spec.end);
   const int d = shape_.head_dim, nkv = shape_.n_kv_heads, ps = opts_.page_size;
   const auto& pages = st.pt->pages(seq);
   std::vector<float> kh, vh;
-  const quant::KvRowLayout lay = st.spec.is_float ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
+  const quant::KvRowLayout lay =
+      st.spec.is_float ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
   for (int64_t t = a; t < b;) {
     const int64_t local = t - st.spec.begin;
     const int in_page = static_cast<int>(local % ps);
@@ -182,8 +190,10 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
       kh.resize(static_cast<size_t>(run) * d);
       vh.resize(kh.size());
       for (int r = 0; r < run; ++r) {
-        std::memcpy(&kh[static_cast<size_t>(r) * d], ks + int64_t{r} * nkv * d, sizeof(float) * static_cast<size_t>(d));
-        std::memcpy(&vh[static_cast<size_t>(r) * d], vs + int64_t{r} * nkv * d, sizeof(float) * static_cast<size_t>(d));
+        std::memcpy(&kh[static_cast<size_t>(r) * d], ks + int64_t{r} * nkv * d,
+                    sizeof(float) * static_cast<size_t>(d));
+        std::memcpy(&vh[static_cast<size_t>(r) * d], vs + int64_t{r} * nkv * d,
+                    sizeof(float) * static_cast<size_t>(d));
       }
       kernels::KvEncodeParams p;
       p.scheme = st.spec.scheme;
@@ -198,7 +208,8 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
   }
 }
 
-void PagedCache::write(int layer, int seq, int64_t pos0, int64_t n, const float* k, const float* v) {
+void PagedCache::write(int layer, int seq, int64_t pos0, int64_t n, const float* k,
+                       const float* v) {
   const LayerSlot& ls = lay_.layer_slots[static_cast<size_t>(layer)];
   for (int s : lay_.groups[static_cast<size_t>(ls.group)].stores)
     write_store(stores_[static_cast<size_t>(s)], ls.slot, seq, pos0, n, k, v);
@@ -232,7 +243,8 @@ void PagedCache::attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPo
   if (opts_.attn == AttnPath::kVerify) verify(segs, n_segs, a);
 }
 
-void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs, const kernels::AttnArgs& a) {
+void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs,
+                        const kernels::AttnArgs& a) {
   std::vector<float> ref(static_cast<size_t>(a.n_q * a.n_heads * shape_.head_dim));
   kernels::AttnArgs r = a;
   r.out = ref.data();
@@ -246,8 +258,10 @@ void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs, const ke
   std::lock_guard<std::mutex> lk(check_mu_);
   // fp32 attention agrees to ~1e-6 relative; 1e-4 means a kernel bug, say so once.
   if (rel > 1e-4 && check_.max_rel_err <= 1e-4)
-    TKV_LOG_WARN("[kvcache] --kv-attn verify: fused and reference differ by {:.3g} (max |out| {:.3g}) at q_pos0 {} n_q {}",
-                 err, mag, a.q_pos0, a.n_q);
+    TKV_LOG_WARN(
+        "[kvcache] --kv-attn verify: fused and reference differ by {:.3g} (max |out| {:.3g}) at "
+        "q_pos0 {} n_q {}",
+        err, mag, a.q_pos0, a.n_q);
   ++check_.calls;
   check_.max_abs_err = std::max(check_.max_abs_err, err);
   check_.max_abs_out = std::max(check_.max_abs_out, mag);
@@ -256,12 +270,15 @@ void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs, const ke
 
 }  // namespace
 
-Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape, const CacheOptions& opts) {
+Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape,
+                                                    const CacheOptions& opts) {
   TKV_ASSIGN_OR_RETURN(CacheLayout lay, plan_cache_layout(shape, opts));
   if (lay.swa_bf16_warning) {
     static std::once_flag once;
     std::call_once(once, [] {
-      TKV_LOG_WARN("[kvcache] --kv-quant-swa bf16: sliding-window layers keep a bf16 cache (full layers are quantized)");
+      TKV_LOG_WARN(
+          "[kvcache] --kv-quant-swa bf16: sliding-window layers keep a bf16 cache (full layers are "
+          "quantized)");
     });
   }
   return std::unique_ptr<KvCache>(new PagedCache(shape, opts, lay));

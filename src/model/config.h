@@ -12,8 +12,8 @@ namespace tkv::model {
 enum class FfnAct { kSilu, kGeluTanh };
 
 struct ModelConfig {
-  std::string arch;          // GGUF general.architecture
-  std::string name;          // general.name
+  std::string arch;  // GGUF general.architecture
+  std::string name;  // general.name
   int n_layers = 0;
   int d_model = 0;
   int n_heads = 0;
@@ -23,17 +23,17 @@ struct ModelConfig {
   int n_vocab = 0;
   int64_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
-  int n_rot = 0;                               // rotated dims per head
+  int n_rot = 0;  // rotated dims per head
   kernels::RopeMode rope_mode = kernels::RopeMode::kNorm;
   float rope_freq_scale = 1.0f;
-  std::vector<float> layer_rope_base;          // [n_layers]
-  std::vector<int64_t> layer_window;           // [n_layers] 0 = global attention
-  bool qkv_bias = false;                       // Qwen2
-  bool qk_norm = false;                        // Gemma 3: RMSNorm per head on Q and K
-  bool post_norms = false;                     // Gemma 3: norm after attention and after FFN
+  std::vector<float> layer_rope_base;  // [n_layers]
+  std::vector<int64_t> layer_window;   // [n_layers] 0 = global attention
+  bool qkv_bias = false;               // Qwen2
+  bool qk_norm = false;                // Gemma 3: RMSNorm per head on Q and K
+  bool post_norms = false;             // Gemma 3: norm after attention and after FFN
   FfnAct ffn_act = FfnAct::kSilu;
-  float embed_scale = 1.0f;                    // Gemma: sqrt(d_model)
-  float attn_scale = 0.0f;                     // 0 = 1/sqrt(head_dim)
+  float embed_scale = 1.0f;  // Gemma: sqrt(d_model)
+  float attn_scale = 0.0f;   // 0 = 1/sqrt(head_dim)
   float final_logit_softcap = 0.0f;
 };
 

@@ -14,7 +14,8 @@ void grow(std::vector<float>& v, size_t n) {
 }
 }  // namespace
 
-void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int64_t n, ThreadPool& pool) {
+void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int64_t n,
+                          ThreadPool& pool) {
   const ModelConfig& c = cfg_;
   const LayerWeights& L = w_.layers[static_cast<size_t>(il)];
   const int64_t d = c.d_model, hd = c.head_dim;
@@ -37,8 +38,10 @@ void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int
     kernels::rms_norm(k_.data(), L.k_norm.data(), k_.data(), n * c.n_kv_heads, hd, c.rms_eps);
   }
   const float base = c.layer_rope_base[static_cast<size_t>(il)];
-  kernels::rope(q_.data(), pos_.data(), n, c.n_heads, hd, c.n_rot, base, c.rope_freq_scale, c.rope_mode);
-  kernels::rope(k_.data(), pos_.data(), n, c.n_kv_heads, hd, c.n_rot, base, c.rope_freq_scale, c.rope_mode);
+  kernels::rope(q_.data(), pos_.data(), n, c.n_heads, hd, c.n_rot, base, c.rope_freq_scale,
+                c.rope_mode);
+  kernels::rope(k_.data(), pos_.data(), n, c.n_kv_heads, hd, c.n_rot, base, c.rope_freq_scale,
+                c.rope_mode);
   // Same constant for every position, so attention is unchanged (model.h).
   if (key_centering_active()) kernels::add_bias(k_.data(), L.k_center.data(), n, kv_dim);
 
@@ -56,7 +59,8 @@ void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int
   attn_ms_ += now_ms() - t0;
 
   kernels::matmul_cpu(L.wo, attn_.data(), h_.data(), n, pool);
-  if (c.post_norms) kernels::rms_norm(h_.data(), L.post_attn_norm.data(), h_.data(), n, d, c.rms_eps);
+  if (c.post_norms)
+    kernels::rms_norm(h_.data(), L.post_attn_norm.data(), h_.data(), n, d, c.rms_eps);
   kernels::add_inplace(x, h_.data(), n * d);
 
   kernels::rms_norm(x, L.ffn_norm.data(), h_.data(), n, d, c.rms_eps);
@@ -71,12 +75,13 @@ void Model::layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int
     kernels::gelu_tanh_mul(ff_gate_.data(), ff_up_.data(), n * c.d_ff);
   }
   kernels::matmul_cpu(L.w_down, ff_gate_.data(), h_.data(), n, pool);
-  if (c.post_norms) kernels::rms_norm(h_.data(), L.post_ffn_norm.data(), h_.data(), n, d, c.rms_eps);
+  if (c.post_norms)
+    kernels::rms_norm(h_.data(), L.post_ffn_norm.data(), h_.data(), n, d, c.rms_eps);
   kernels::add_inplace(x, h_.data(), n * d);
 }
 
-Status Model::forward(kv::KvCache& cache, int seq, const int32_t* tokens, int64_t n, bool all_logits,
-                      float* logits, ThreadPool& pool) {
+Status Model::forward(kv::KvCache& cache, int seq, const int32_t* tokens, int64_t n,
+                      bool all_logits, float* logits, ThreadPool& pool) {
   const ModelConfig& c = cfg_;
   if (n <= 0) return invalid_argument("[model] forward needs at least one token");
   for (int64_t i = 0; i < n; ++i)
@@ -85,7 +90,8 @@ Status Model::forward(kv::KvCache& cache, int seq, const int32_t* tokens, int64_
   const int64_t pos0 = cache.seq_len(seq);
   TKV_RETURN_IF_ERROR(cache.reserve(seq, n));
   const size_t nn = static_cast<size_t>(n);
-  const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim, kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim,
+               kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
   grow(x_, nn * c.d_model);
   grow(h_, nn * std::max<size_t>(c.d_model, q_dim));
   grow(q_, nn * q_dim);

@@ -15,20 +15,24 @@ struct Binder {
 
   const io::GgufTensorInfo* find(const std::string& name, bool required) {
     const io::GgufTensorInfo* t = g.find_tensor(name);
-    if (!t && required && st.ok()) st = invalid_argument("[model] {}: missing tensor '{}'", g.path(), name);
+    if (!t && required && st.ok())
+      st = invalid_argument("[model] {}: missing tensor '{}'", g.path(), name);
     return t;
   }
-  kernels::WeightView matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required = true) {
+  kernels::WeightView matrix(const std::string& name, int64_t n_in, int64_t n_out,
+                             bool required = true) {
     const io::GgufTensorInfo* t = find(name, required);
     if (!t) return {};
     if (t->shape.size() != 2 || t->shape[0] != n_in || t->shape[1] != n_out) {
-      if (st.ok()) st = invalid_argument("[model] {}: tensor '{}' has shape [{}], expected [{}, {}]", g.path(), name,
-                                         fmt::join(t->shape, ", "), n_in, n_out);
+      if (st.ok())
+        st = invalid_argument("[model] {}: tensor '{}' has shape [{}], expected [{}, {}]", g.path(),
+                              name, fmt::join(t->shape, ", "), n_in, n_out);
       return {};
     }
     if (!ggml::traits(t->type).supported) {
-      if (st.ok()) st = invalid_argument("[model] {}: tensor '{}' has unsupported type {}", g.path(), name,
-                                         ggml::traits(t->type).name);
+      if (st.ok())
+        st = invalid_argument("[model] {}: tensor '{}' has unsupported type {}", g.path(), name,
+                              ggml::traits(t->type).name);
       return {};
     }
     return kernels::WeightView{t->data, t->type, n_in, n_out};
@@ -37,7 +41,9 @@ struct Binder {
     const io::GgufTensorInfo* t = find(name, required);
     if (!t) return {};
     if (t->n_elems() != n) {
-      if (st.ok()) st = invalid_argument("[model] {}: tensor '{}' has {} elements, expected {}", g.path(), name, t->n_elems(), n);
+      if (st.ok())
+        st = invalid_argument("[model] {}: tensor '{}' has {} elements, expected {}", g.path(),
+                              name, t->n_elems(), n);
       return {};
     }
     std::vector<float> out(static_cast<size_t>(n));
@@ -65,7 +71,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
 Status Model::bind_weights() {
   Binder b{*gguf_, Status()};
   const ModelConfig& c = cfg_;
-  const int64_t d = c.d_model, q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  const int64_t d = c.d_model, q_dim = int64_t{c.n_heads} * c.head_dim,
+                kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   w_.tok_embd = b.matrix("token_embd.weight", d, c.n_vocab);
   w_.output = b.matrix("output.weight", d, c.n_vocab, /*required=*/false);
   if (!w_.output.data) w_.output = w_.tok_embd;  // tied embeddings
@@ -112,10 +119,13 @@ kv::KvShape Model::kv_shape() const {
 }
 
 size_t Model::weight_bytes_per_token() const {
-  auto bytes = [](const kernels::WeightView& w) { return ggml::row_bytes(w.type, w.n_in) * static_cast<size_t>(w.n_out); };
+  auto bytes = [](const kernels::WeightView& w) {
+    return ggml::row_bytes(w.type, w.n_in) * static_cast<size_t>(w.n_out);
+  };
   size_t total = bytes(w_.output) + ggml::row_bytes(w_.tok_embd.type, w_.tok_embd.n_in);
   for (const auto& L : w_.layers)
-    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.w_gate) + bytes(L.w_up) + bytes(L.w_down);
+    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.w_gate) +
+             bytes(L.w_up) + bytes(L.w_down);
   return total;
 }
 

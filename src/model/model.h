@@ -15,13 +15,13 @@
 namespace tkv::model {
 
 struct LayerWeights {
-  kernels::WeightView wq, wk, wv, wo;        // [n_heads*head_dim, d_model] etc. (ggml rows = outputs)
+  kernels::WeightView wq, wk, wv, wo;  // [n_heads*head_dim, d_model] etc. (ggml rows = outputs)
   kernels::WeightView w_gate, w_up, w_down;  // [d_ff, d_model], [d_ff, d_model], [d_model, d_ff]
   std::vector<float> attn_norm, ffn_norm;    // [d_model]
   std::vector<float> post_attn_norm, post_ffn_norm;  // [d_model] (Gemma)
-  std::vector<float> q_norm, k_norm;         // [head_dim] (Gemma)
-  std::vector<float> bq, bk, bv;             // [n_heads*head_dim], [n_kv_heads*head_dim] (Qwen2)
-  std::vector<float> k_center;               // -bk: added to roped keys when key centering is on
+  std::vector<float> q_norm, k_norm;                 // [head_dim] (Gemma)
+  std::vector<float> bq, bk, bv;  // [n_heads*head_dim], [n_kv_heads*head_dim] (Qwen2)
+  std::vector<float> k_center;    // -bk: added to roped keys when key centering is on
 };
 
 struct Weights {
@@ -62,7 +62,8 @@ class Model {
  private:
   Model() = default;
   Status bind_weights();
-  void layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int64_t n, ThreadPool& pool);
+  void layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int64_t n,
+                     ThreadPool& pool);
 
   ModelConfig cfg_;
   std::unique_ptr<io::GgufFile> gguf_;

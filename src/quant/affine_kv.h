@@ -37,11 +37,13 @@ TKV_HD AffineGroup affine_encode_group(const float* x /*[64]*/, int bits, uint8_
   return {f32_to_f16(s), f32_to_f16(b)};
 }
 
-TKV_HD float affine_dequant(uint32_t q, float scale, float bias) { return add_rn(mul_rn((float)q, scale), bias); }
+TKV_HD float affine_dequant(uint32_t q, float scale, float bias) {
+  return add_rn(mul_rn((float)q, scale), bias);
+}
 
 TKV_HD void affine_encode_row(const float* x /*[head_dim]*/, int head_dim, int bits,
-                              uint8_t* packed /*[head_dim*bits/8]*/, uint16_t* scale /*[head_dim/64]*/,
-                              uint16_t* bias /*[head_dim/64]*/) {
+                              uint8_t* packed /*[head_dim*bits/8]*/,
+                              uint16_t* scale /*[head_dim/64]*/, uint16_t* bias /*[head_dim/64]*/) {
   uint8_t idx[kAffineGroup];
   for (int g = 0; g < head_dim / kAffineGroup; ++g) {
     const AffineGroup p = affine_encode_group(x + g * kAffineGroup, bits, idx);
@@ -51,12 +53,14 @@ TKV_HD void affine_encode_row(const float* x /*[head_dim]*/, int head_dim, int b
   }
 }
 
-TKV_HD void affine_dequant_row(const uint8_t* packed /*[head_dim*bits/8]*/, const uint16_t* scale /*[head_dim/64]*/,
+TKV_HD void affine_dequant_row(const uint8_t* packed /*[head_dim*bits/8]*/,
+                               const uint16_t* scale /*[head_dim/64]*/,
                                const uint16_t* bias /*[head_dim/64]*/, int head_dim, int bits,
                                float* out /*[head_dim]*/) {
   for (int i = 0; i < head_dim; ++i) {
     const int g = i / kAffineGroup;
-    out[i] = affine_dequant(bitpack_get(packed, i, bits), f16_to_f32(scale[g]), f16_to_f32(bias[g]));
+    out[i] =
+        affine_dequant(bitpack_get(packed, i, bits), f16_to_f32(scale[g]), f16_to_f32(bias[g]));
   }
 }
 

@@ -10,7 +10,9 @@
 namespace tkv::quant {
 
 // Bytes of a packed stream of n elements of `bits` each (n*bits % 8 == 0).
-TKV_HD constexpr int bitpack_bytes(int n, int bits) { return n * bits / 8; }
+TKV_HD constexpr int bitpack_bytes(int n, int bits) {
+  return n * bits / 8;
+}
 
 // Element i of the stream (value in [0, 2^bits)).
 TKV_HD uint32_t bitpack_get(const uint8_t* in /*[n*bits/8]*/, int i, int bits) {
@@ -38,7 +40,8 @@ TKV_HD void bitpack_pack(const uint8_t* idx /*[n]*/, int n, int bits, uint8_t* o
 }
 
 // Inverse of bitpack_pack.
-TKV_HD void bitpack_unpack(const uint8_t* in /*[n*bits/8]*/, int n, int bits, uint8_t* idx /*[n]*/) {
+TKV_HD void bitpack_unpack(const uint8_t* in /*[n*bits/8]*/, int n, int bits,
+                           uint8_t* idx /*[n]*/) {
   for (int i = 0; i < n; ++i) idx[i] = (uint8_t)bitpack_get(in, i, bits);
 }
 

@@ -13,8 +13,12 @@
 namespace tkv::ggml {
 
 // ---- float types (one element per "block") ----
-TKV_HD float dequantize_f16(uint16_t h) { return f16_to_f32(h); }
-TKV_HD float dequantize_bf16(uint16_t b) { return bf16_to_f32(b); }
+TKV_HD float dequantize_f16(uint16_t h) {
+  return f16_to_f32(h);
+}
+TKV_HD float dequantize_bf16(uint16_t b) {
+  return bf16_to_f32(b);
+}
 
 // ---- 32-element blocks ----
 TKV_HD void dequantize_block(const BlockQ4_0& b, float* y) {  // y: [32]
@@ -146,7 +150,8 @@ TKV_HD void dequantize_block(const BlockQ5_K& b, float* y) {  // y: [256]
     const float d1 = d * (float)sc, m1 = dmin * (float)m;
     get_scale_min_k4(is + 1, b.scales, &sc, &m);
     const float d2 = d * (float)sc, m2 = dmin * (float)m;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * (float)((ql[l] & 0xF) + ((b.qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l)
+      *y++ = d1 * (float)((ql[l] & 0xF) + ((b.qh[l] & u1) ? 16 : 0)) - m1;
     for (int l = 0; l < 32; ++l) *y++ = d2 * (float)((ql[l] >> 4) + ((b.qh[l] & u2) ? 16 : 0)) - m2;
   }
 }

@@ -50,7 +50,8 @@ TKV_HD uint16_t f32_to_f16(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+  if (ax >= 0x7f800000u)
+    return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
   if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to >= 65520 -> inf
   if (ax < 0x38800000u) {  // below smallest normal half (2^-14): subnormal or zero
     if (ax < 0x33000000u) return (uint16_t)sign;  // < 2^-25 rounds to 0 (2^-25 ties to even 0)
@@ -68,10 +69,14 @@ TKV_HD uint16_t f32_to_f16(float f) {
 }
 
 // fp32 rounded through fp16 (the codec's h(.)).
-TKV_HD float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
+TKV_HD float round_f16(float f) {
+  return f16_to_f32(f32_to_f16(f));
+}
 
 // bf16 <-> fp32, round to nearest even, NaN preserved.
-TKV_HD float bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+TKV_HD float bf16_to_f32(uint16_t b) {
+  return bits_f32((uint32_t)b << 16);
+}
 TKV_HD uint16_t f32_to_bf16(float f) {
   uint32_t x = f32_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);

@@ -13,7 +13,9 @@ namespace tkv::quant {
 
 constexpr float kF16Max = 65504.0f;
 
-TKV_HD bool is_finite_f32(float x) { return (f32_bits(x) & 0x7f800000u) != 0x7f800000u; }
+TKV_HD bool is_finite_f32(float x) {
+  return (f32_bits(x) & 0x7f800000u) != 0x7f800000u;
+}
 
 // The empty asm makes the product opaque, so g++'s default -ffp-contract=fast cannot
 // fuse it into a following add in whatever TU inlines this (it emits no instruction).
@@ -39,7 +41,9 @@ TKV_HD float add_rn(float a, float b) {
 }
 
 // a ⊘ b for fp16-valued a, b: the correctly rounded fp16 quotient, as a float.
-TKV_HD float f16_div(float a, float b) { return round_f16(a / b); }
+TKV_HD float f16_div(float a, float b) {
+  return round_f16(a / b);
+}
 
 // Input policy of every KV encoder: NaN -> 0, everything else clamped to the
 // finite fp16 range (so +-Inf -> +-65504), and -0 -> +0 so that group min/max

@@ -13,7 +13,8 @@ namespace tkv::quant {
 namespace {
 
 constexpr std::string_view kValidForms =
-    "bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in {2,3,4,5,8}";
+    "bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in "
+    "{2,3,4,5,8}";
 
 bool in_set(int v, std::initializer_list<int> set) {
   for (int s : set)
@@ -31,7 +32,8 @@ bool parse_int(std::string_view s, int* out) {
 
 Status validate_kv_scheme(const KvScheme& s) {
   if (!in_set(s.head_dim, {64, 128, 256, 512}))
-    return invalid_argument("[kv] head_dim {} is not supported (valid: 64, 128, 256, 512)", s.head_dim);
+    return invalid_argument("[kv] head_dim {} is not supported (valid: 64, 128, 256, 512)",
+                            s.head_dim);
   switch (s.kind) {
     case KvKind::kBf16:
     case KvKind::kF16:
@@ -40,8 +42,10 @@ Status validate_kv_scheme(const KvScheme& s) {
                                 s.kind == KvKind::kF16 ? "f16" : "bf16", s.k_bits, s.v_bits);
       break;
     case KvKind::kAffine:
-      if (!in_set(s.k_bits, {4, 8})) return invalid_argument("[kv] affine k_bits {} invalid (valid: 4, 8)", s.k_bits);
-      if (!in_set(s.v_bits, {4, 8})) return invalid_argument("[kv] affine v_bits {} invalid (valid: 4, 8)", s.v_bits);
+      if (!in_set(s.k_bits, {4, 8}))
+        return invalid_argument("[kv] affine k_bits {} invalid (valid: 4, 8)", s.k_bits);
+      if (!in_set(s.v_bits, {4, 8}))
+        return invalid_argument("[kv] affine v_bits {} invalid (valid: 4, 8)", s.v_bits);
       break;
     case KvKind::kTurbo:
       if (!in_set(s.k_bits, {2, 3, 4, 5, 8}))
@@ -53,7 +57,8 @@ Status validate_kv_scheme(const KvScheme& s) {
       return invalid_argument("[kv] unknown scheme kind {}", (int)s.kind);
   }
   if (s.k_unsigned8 && (s.kind != KvKind::kTurbo || s.k_bits != 8))
-    return invalid_argument("[kv] k_unsigned8 needs a turbo scheme with k_bits 8 (got k_bits {})", s.k_bits);
+    return invalid_argument("[kv] k_unsigned8 needs a turbo scheme with k_bits 8 (got k_bits {})",
+                            s.k_bits);
   return Status::ok_status();
 }
 
@@ -71,8 +76,9 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
   } else if (text == "turbo") {
     s = {KvKind::kTurbo, 8, 3, head_dim};
   } else if (text.starts_with("turbo:k") && text.find('v') != std::string_view::npos &&
-             parse_int(text.substr(7, text.find('v') - 7), &k) && parse_int(text.substr(text.find('v') + 1), &v) &&
-             in_set(k, {2, 4, 5, 8}) && in_set(v, {2, 3, 4, 5, 8})) {
+             parse_int(text.substr(7, text.find('v') - 7), &k) &&
+             parse_int(text.substr(text.find('v') + 1), &v) && in_set(k, {2, 4, 5, 8}) &&
+             in_set(v, {2, 3, 4, 5, 8})) {
     s = {KvKind::kTurbo, k, v, head_dim};
   } else {
     return invalid_argument("[kv] unknown KV cache type '{}' (valid: {})", text, kValidForms);
@@ -83,11 +89,15 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
 
 std::string kv_scheme_name(const KvScheme& s) {
   switch (s.kind) {
-    case KvKind::kBf16: return "bf16";
-    case KvKind::kF16: return "f16";
+    case KvKind::kBf16:
+      return "bf16";
+    case KvKind::kF16:
+      return "f16";
     case KvKind::kAffine:
-      return s.k_bits == s.v_bits ? fmt::format("affine{}", s.k_bits) : fmt::format("affine:k{}v{}", s.k_bits, s.v_bits);
-    case KvKind::kTurbo: return fmt::format("turbo:k{}{}v{}", s.k_bits, s.k_unsigned8 ? "u" : "", s.v_bits);
+      return s.k_bits == s.v_bits ? fmt::format("affine{}", s.k_bits)
+                                  : fmt::format("affine:k{}v{}", s.k_bits, s.v_bits);
+    case KvKind::kTurbo:
+      return fmt::format("turbo:k{}{}v{}", s.k_bits, s.k_unsigned8 ? "u" : "", s.v_bits);
   }
   return "?";
 }
@@ -118,7 +128,9 @@ KvRowLayout kv_row_layout(const KvScheme& s) {
   return l;
 }
 
-int64_t kv_bytes_per_token_per_head(const KvScheme& s) { return kv_row_layout(s).row_bytes; }
+int64_t kv_bytes_per_token_per_head(const KvScheme& s) {
+  return kv_row_layout(s).row_bytes;
+}
 
 double kv_bits_per_element(const KvScheme& s) {
   return 8.0 * (double)kv_bytes_per_token_per_head(s) / (2.0 * s.head_dim);

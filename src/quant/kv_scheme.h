@@ -12,13 +12,18 @@
 
 namespace tkv::quant {
 
-enum class KvKind : uint8_t { kBf16, kAffine, kTurbo, kF16 };  // kF16: IEEE half rows (as llama.cpp's default)
+enum class KvKind : uint8_t {
+  kBf16,
+  kAffine,
+  kTurbo,
+  kF16
+};  // kF16: IEEE half rows (as llama.cpp's default)
 
 struct KvScheme {
   KvKind kind = KvKind::kTurbo;
-  int k_bits = 8;     // bf16/f16: 16; affine: 4|8; turbo: 2|3|4|5|8
-  int v_bits = 3;     // bf16/f16: 16; affine: 4|8; turbo: 1|2|3|4|5|8 (1 is for tests)
-  int head_dim = 128;  // 64|128|256|512
+  int k_bits = 8;            // bf16/f16: 16; affine: 4|8; turbo: 2|3|4|5|8
+  int v_bits = 3;            // bf16/f16: 16; affine: 4|8; turbo: 1|2|3|4|5|8 (1 is for tests)
+  int head_dim = 128;        // 64|128|256|512
   bool k_unsigned8 = false;  // turbo, k_bits 8: uint8 [0,255] keys instead of int8 [-127,127]
 
   bool k_signed() const { return kind == KvKind::kTurbo && k_bits == 8 && !k_unsigned8; }

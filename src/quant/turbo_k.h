@@ -22,7 +22,8 @@ struct TurboKGroup {
 // Per-group parameters from the (sanitised) group min/max. Returns false when the
 // guard fires (reference: scale 0 or non-finite zero, i.e. NaN/Inf on dequant);
 // then the group is stored as the constant h(mid): scale 1, zero h(mid), idx 0.
-TKV_HD bool turbo_k_group_params(float mn, float mx, int bits, bool is_signed, float* s, float* zp) {
+TKV_HD bool turbo_k_group_params(float mn, float mx, int bits, bool is_signed, float* s,
+                                 float* zp) {
   float range = round_f16(mx - mn);
   if (range > kF16Max) range = kF16Max;  // guard: fp16 range overflow saturates
   if (is_signed) {
@@ -77,8 +78,9 @@ TKV_HD float turbo_k_dequant(uint32_t stored, bool is_signed, float zero, float 
 }
 
 // Encodes one (token, kv-head) key row.
-TKV_HD void turbo_k_encode_row(const float* x /*[head_dim]*/, int head_dim, int bits, bool is_signed,
-                               uint8_t* packed /*[head_dim*bits/8]*/, uint16_t* scale /*[head_dim/32]*/,
+TKV_HD void turbo_k_encode_row(const float* x /*[head_dim]*/, int head_dim, int bits,
+                               bool is_signed, uint8_t* packed /*[head_dim*bits/8]*/,
+                               uint16_t* scale /*[head_dim/32]*/,
                                uint16_t* zero /*[head_dim/32]*/) {
   uint8_t idx[kTurboGroup];
   for (int g = 0; g < head_dim / kTurboGroup; ++g) {
@@ -90,12 +92,14 @@ TKV_HD void turbo_k_encode_row(const float* x /*[head_dim]*/, int head_dim, int 
 }
 
 // Dequantizes one key row to fp32.
-TKV_HD void turbo_k_dequant_row(const uint8_t* packed /*[head_dim*bits/8]*/, const uint16_t* scale /*[head_dim/32]*/,
-                                const uint16_t* zero /*[head_dim/32]*/, int head_dim, int bits, bool is_signed,
-                                float* out /*[head_dim]*/) {
+TKV_HD void turbo_k_dequant_row(const uint8_t* packed /*[head_dim*bits/8]*/,
+                                const uint16_t* scale /*[head_dim/32]*/,
+                                const uint16_t* zero /*[head_dim/32]*/, int head_dim, int bits,
+                                bool is_signed, float* out /*[head_dim]*/) {
   for (int i = 0; i < head_dim; ++i) {
     const int g = i / kTurboGroup;
-    out[i] = turbo_k_dequant(bitpack_get(packed, i, bits), is_signed, f16_to_f32(zero[g]), f16_to_f32(scale[g]));
+    out[i] = turbo_k_dequant(bitpack_get(packed, i, bits), is_signed, f16_to_f32(zero[g]),
+                             f16_to_f32(scale[g]));
   }
 }
 

@@ -22,7 +22,8 @@ TKV_HD uint32_t turbo_v_bucket(float vn, const float* boundaries /*[2^bits-1]*/,
 
 // Encodes one 32-group of rotated values r (fp32, after the forward FWHT).
 // Values past the fp16 range saturate to +-65504 (reference: Inf -> NaN).
-TKV_HD uint16_t turbo_v_encode_group(const float* r /*[32]*/, const float* boundaries /*[2^bits-1]*/, int bits,
+TKV_HD uint16_t turbo_v_encode_group(const float* r /*[32]*/,
+                                     const float* boundaries /*[2^bits-1]*/, int bits,
                                      uint8_t* idx /*[32]*/) {
   float rh[kTurboGroup];
   float ss = 0.0f;
@@ -40,9 +41,11 @@ TKV_HD uint16_t turbo_v_encode_group(const float* r /*[32]*/, const float* bound
 }
 
 // Encodes one (token, kv-head) value row; scratch holds the rotated row.
-TKV_HD void turbo_v_encode_row(const float* x /*[head_dim]*/, int head_dim, int bits, const float* sign /*[head_dim]*/,
-                               float inv_sqrt, const float* boundaries /*[2^bits-1]*/, float* scratch /*[head_dim]*/,
-                               uint8_t* packed /*[head_dim*bits/8]*/, uint16_t* scale /*[head_dim/32]*/) {
+TKV_HD void turbo_v_encode_row(const float* x /*[head_dim]*/, int head_dim, int bits,
+                               const float* sign /*[head_dim]*/, float inv_sqrt,
+                               const float* boundaries /*[2^bits-1]*/,
+                               float* scratch /*[head_dim]*/, uint8_t* packed /*[head_dim*bits/8]*/,
+                               uint16_t* scale /*[head_dim/32]*/) {
   for (int i = 0; i < head_dim; ++i) scratch[i] = sanitize_kv_input(x[i]);
   fwht_forward(scratch, head_dim, sign, inv_sqrt);
   uint8_t idx[kTurboGroup];
@@ -53,8 +56,9 @@ TKV_HD void turbo_v_encode_row(const float* x /*[head_dim]*/, int head_dim, int 
 }
 
 // Rotated-domain dequant: out[d] = c[idx[d]] * scale[d/32] (no inverse FWHT).
-TKV_HD void turbo_v_dequant_rotated_row(const uint8_t* packed /*[head_dim*bits/8]*/, const uint16_t* scale /*[head_dim/32]*/,
-                                        int head_dim, int bits, const float* centroids /*[2^bits]*/,
+TKV_HD void turbo_v_dequant_rotated_row(const uint8_t* packed /*[head_dim*bits/8]*/,
+                                        const uint16_t* scale /*[head_dim/32]*/, int head_dim,
+                                        int bits, const float* centroids /*[2^bits]*/,
                                         float* out /*[head_dim]*/) {
   for (int i = 0; i < head_dim; ++i) {
     out[i] = mul_rn(centroids[bitpack_get(packed, i, bits)], f16_to_f32(scale[i / kTurboGroup]));
@@ -62,9 +66,11 @@ TKV_HD void turbo_v_dequant_rotated_row(const uint8_t* packed /*[head_dim*bits/8
 }
 
 // Full dequant: rotated-domain values, then sign ⊙ H(.)/√D.
-TKV_HD void turbo_v_dequant_row(const uint8_t* packed /*[head_dim*bits/8]*/, const uint16_t* scale /*[head_dim/32]*/,
-                                int head_dim, int bits, const float* centroids /*[2^bits]*/,
-                                const float* sign /*[head_dim]*/, float inv_sqrt, float* out /*[head_dim]*/) {
+TKV_HD void turbo_v_dequant_row(const uint8_t* packed /*[head_dim*bits/8]*/,
+                                const uint16_t* scale /*[head_dim/32]*/, int head_dim, int bits,
+                                const float* centroids /*[2^bits]*/,
+                                const float* sign /*[head_dim]*/, float inv_sqrt,
+                                float* out /*[head_dim]*/) {
   turbo_v_dequant_rotated_row(packed, scale, head_dim, bits, centroids, out);
   fwht_inverse(out, head_dim, sign, inv_sqrt);
 }

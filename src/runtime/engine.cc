@@ -19,10 +19,13 @@ std::string default_model_path() {
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   if (!std::filesystem::exists(opts.model_path))
-    return make_error(StatusCode::kNotFound, "[engine] model file not found: {} (run scripts/fetch-models)", opts.model_path);
+    return make_error(StatusCode::kNotFound,
+                      "[engine] model file not found: {} (run scripts/fetch-models)",
+                      opts.model_path);
   std::unique_ptr<Engine> e(new Engine());
   e->opts_ = opts;
-  const int nt = opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int nt =
+      opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::thread::hardware_concurrency());
   e->pool_ = std::make_unique<ThreadPool>(nt > 0 ? nt : 1);
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(opts.model_path));
   e->model_->set_key_centering(opts.key_center);
@@ -31,8 +34,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   return e;
 }
 
-Status Engine::prefill(int seq, const std::vector<int32_t>& tokens, std::vector<float>* logits, bool all_logits,
-                       const std::function<void(int64_t, int64_t)>& progress) {
+Status Engine::prefill(int seq, const std::vector<int32_t>& tokens, std::vector<float>* logits,
+                       bool all_logits, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return invalid_argument("[engine] empty prompt");
   const int64_t nv = model_->config().n_vocab;
@@ -41,8 +44,8 @@ Status Engine::prefill(int seq, const std::vector<int32_t>& tokens, std::vector<
     const int64_t m = std::min<int64_t>(opts_.ubatch, n - i);
     const bool last = i + m == n;
     float* out = all_logits ? logits->data() + i * nv : logits->data();
-    TKV_RETURN_IF_ERROR(model_->forward(*cache_, seq, tokens.data() + i, m, all_logits || !last ? all_logits : false,
-                                        out, *pool_));
+    TKV_RETURN_IF_ERROR(model_->forward(*cache_, seq, tokens.data() + i, m,
+                                        all_logits || !last ? all_logits : false, out, *pool_));
     if (progress) progress(i + m, n);
   }
   return Status();
@@ -53,10 +56,10 @@ Status Engine::decode(int seq, int32_t token, std::vector<float>* logits) {
   return model_->forward(*cache_, seq, &token, 1, false, logits->data(), *pool_);
 }
 
-Result<GenerateStats> Engine::generate(int seq, const std::vector<int32_t>& prompt, int n_predict,
-                                       const sampling::SamplerParams& sp,
-                                       const std::function<bool(int32_t, const std::string&)>& on_piece,
-                                       const std::function<void(int64_t, int64_t)>& progress) {
+Result<GenerateStats> Engine::generate(
+    int seq, const std::vector<int32_t>& prompt, int n_predict, const sampling::SamplerParams& sp,
+    const std::function<bool(int32_t, const std::string&)>& on_piece,
+    const std::function<void(int64_t, int64_t)>& progress) {
   GenerateStats st;
   std::vector<float> logits;
   std::vector<int32_t> history = prompt;

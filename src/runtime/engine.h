@@ -18,10 +18,10 @@ namespace tkv::runtime {
 
 struct EngineOptions {
   std::string model_path;
-  kv::CacheOptions cache;   // scheme, page size, capacity
-  int n_threads = 0;        // 0 = all cores
-  int ubatch = 512;         // prefill chunk
-  bool key_center = true;   // --kv-key-center: store k - b_k (model.h); exact for attention
+  kv::CacheOptions cache;  // scheme, page size, capacity
+  int n_threads = 0;       // 0 = all cores
+  int ubatch = 512;        // prefill chunk
+  bool key_center = true;  // --kv-key-center: store k - b_k (model.h); exact for attention
 };
 
 struct GenerateStats {
@@ -45,7 +45,8 @@ class Engine {
 
   // Feeds tokens to seq; logits of the last token (or all, [n, n_vocab]) into *logits.
   // progress(done, total) is called after each chunk.
-  Status prefill(int seq, const std::vector<int32_t>& tokens, std::vector<float>* logits, bool all_logits = false,
+  Status prefill(int seq, const std::vector<int32_t>& tokens, std::vector<float>* logits,
+                 bool all_logits = false,
                  const std::function<void(int64_t, int64_t)>& progress = {});
   // One decode step: feeds `token`, returns the next-token logits.
   Status decode(int seq, int32_t token, std::vector<float>* logits);

@@ -18,7 +18,9 @@ int32_t argmax(const float* logits, int n_vocab) {
 int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history) {
   work_.assign(logits, logits + n_vocab);
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {
-    const size_t n = p_.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
+    const size_t n = p_.repeat_last_n < 0
+                         ? history.size()
+                         : std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
     std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
     for (int32_t t : seen) {
       if (t < 0 || t >= n_vocab) continue;
@@ -29,12 +31,16 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
   if (p_.temperature <= 0.0f) return argmax(work_.data(), n_vocab);
 
   cand_.resize(static_cast<size_t>(n_vocab));
-  for (int i = 0; i < n_vocab; ++i) cand_[static_cast<size_t>(i)] = {work_[static_cast<size_t>(i)], i};
+  for (int i = 0; i < n_vocab; ++i)
+    cand_[static_cast<size_t>(i)] = {work_[static_cast<size_t>(i)], i};
   size_t k = cand_.size();
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < k) {
     k = static_cast<size_t>(p_.top_k);
-    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(), by_logit);
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(),
+                      by_logit);
   } else {
     std::sort(cand_.begin(), cand_.end(), by_logit);
   }
@@ -64,7 +70,8 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
   // Temperature, then draw.
   std::vector<double> w(keep);
   double wsum = 0;
-  for (size_t i = 0; i < keep; ++i) wsum += (w[i] = std::exp((cand_[i].first - mx) / p_.temperature));
+  for (size_t i = 0; i < keep; ++i)
+    wsum += (w[i] = std::exp((cand_[i].first - mx) / p_.temperature));
   std::uniform_real_distribution<double> u(0.0, wsum);
   double r = u(rng_);
   for (size_t i = 0; i < keep; ++i) {

@@ -9,10 +9,11 @@ namespace tkv::sampling {
 
 struct SamplerParams {
   float temperature = 0.8f;
-  int top_k = 40;             // <= 0: off
-  float top_p = 0.95f;        // >= 1: off
-  float min_p = 0.05f;        // <= 0: off
-  float repeat_penalty = 1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
+  int top_k = 40;       // <= 0: off
+  float top_p = 0.95f;  // >= 1: off
+  float min_p = 0.05f;  // <= 0: off
+  float repeat_penalty =
+      1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
   int repeat_last_n = 64;
   uint64_t seed = 0;
 };

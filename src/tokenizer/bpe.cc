@@ -18,7 +18,8 @@ class BpeTokenizer final : public VocabTokenizer {
   std::string token_to_piece(int32_t id, bool render_special) const override;
 
  protected:
-  void encode_fragment(std::string_view text, bool prev_special, std::vector<int32_t>& out) const override;
+  void encode_fragment(std::string_view text, bool prev_special,
+                       std::vector<int32_t>& out) const override;
 
  private:
   void encode_word(const std::string& word, std::vector<int32_t>& out) const;
@@ -30,13 +31,16 @@ class BpeTokenizer final : public VocabTokenizer {
 };
 
 Status BpeTokenizer::init(VocabData& d) {
-  if (!pre_type_from_name(d.pre, &pre_)) return invalid_argument("[tokenizer] unknown pre-tokenizer '{}'", d.pre);
-  if (d.merges.empty()) return invalid_argument("[tokenizer] gpt2 tokenizer without tokenizer.ggml.merges");
+  if (!pre_type_from_name(d.pre, &pre_))
+    return invalid_argument("[tokenizer] unknown pre-tokenizer '{}'", d.pre);
+  if (d.merges.empty())
+    return invalid_argument("[tokenizer] gpt2 tokenizer without tokenizer.ggml.merges");
   ranks_.reserve(d.merges.size() * 2);
   for (size_t i = 0; i < d.merges.size(); ++i) {
     const std::string& m = d.merges[i];
     const size_t sp = m.find(' ', 1);  // as llama.cpp: a leading space belongs to the left part
-    std::string key = sp == std::string::npos ? std::string(1, '\0') : m.substr(0, sp) + '\0' + m.substr(sp + 1);
+    std::string key =
+        sp == std::string::npos ? std::string(1, '\0') : m.substr(0, sp) + '\0' + m.substr(sp + 1);
     ranks_.emplace(std::move(key), static_cast<int>(i));
   }
   ignore_merges_ = pre_ == PreType::kLlama3;  // llama.cpp sets ignore_merges for llama-bpe
@@ -70,7 +74,8 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
   };
   std::vector<Sym> syms;
   for (uint32_t off = 0; off < word.size();) {
-    const uint32_t n = std::min<uint32_t>(uni::utf8_len(static_cast<uint8_t>(word[off])), word.size() - off);
+    const uint32_t n =
+        std::min<uint32_t>(uni::utf8_len(static_cast<uint8_t>(word[off])), word.size() - off);
     syms.push_back({static_cast<int>(syms.size()) - 1, -1, off, n});
     off += n;
     if (off < word.size()) syms.back().next = static_cast<int>(syms.size());
@@ -79,13 +84,16 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
     int rank, left, right;
     uint32_t n;  // byte length of left+right when queued
   };
-  auto later = [](const Bigram& a, const Bigram& b) { return a.rank != b.rank ? a.rank > b.rank : a.left > b.left; };
+  auto later = [](const Bigram& a, const Bigram& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
+  };
   std::priority_queue<Bigram, std::vector<Bigram>, decltype(later)> queue(later);
   std::string key;
   auto sv = [&](const Sym& s) { return std::string_view(word).substr(s.off, s.n); };
   auto try_add = [&](int l, int r) {
     if (l < 0 || r < 0) return;
-    if (int rk = rank(sv(syms[l]), sv(syms[r]), key); rk >= 0) queue.push({rk, l, r, syms[l].n + syms[r].n});
+    if (int rk = rank(sv(syms[l]), sv(syms[r]), key); rk >= 0)
+      queue.push({rk, l, r, syms[l].n + syms[r].n});
   };
   for (int i = 1; i < static_cast<int>(syms.size()); ++i) try_add(i - 1, i);
   while (!queue.empty()) {

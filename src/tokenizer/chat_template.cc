@@ -38,7 +38,9 @@ std::string find_default_system(std::string_view t) {
     }
     const size_t close = t.find(kClose, p);
     const size_t quote = t.find_first_of("'\"", p);
-    if (close == std::string_view::npos || close == p || (quote != std::string_view::npos && quote < close)) continue;
+    if (close == std::string_view::npos || close == p ||
+        (quote != std::string_view::npos && quote < close))
+      continue;
     return unescape(t.substr(p, close - p));
   }
   return "";
@@ -58,18 +60,21 @@ ChatTemplate ChatTemplate::detect(std::string_view tmpl, bool has_gemma_turns) {
   if (tmpl.find("<|im_start|>") != std::string_view::npos) {
     ct.format = ChatFormat::kChatml;
     ct.default_system = find_default_system(tmpl);
-  } else if (tmpl.find("<start_of_turn>") != std::string_view::npos || (tmpl.empty() && has_gemma_turns)) {
+  } else if (tmpl.find("<start_of_turn>") != std::string_view::npos ||
+             (tmpl.empty() && has_gemma_turns)) {
     ct.format = ChatFormat::kGemma;
   }
   return ct;
 }
 
-Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& msgs, bool add_assistant) const {
+Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& msgs,
+                                         bool add_assistant) const {
   std::string out;
   if (format == ChatFormat::kChatml) {
     if (!msgs.empty() && msgs[0].role != "system" && !default_system.empty())
       out += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
-    for (const ChatMessage& m : msgs) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    for (const ChatMessage& m : msgs)
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     if (add_assistant) out += "<|im_start|>assistant\n";
     return out;
   }

@@ -21,8 +21,12 @@ struct Frag {
 
 constexpr uint16_t kWs = uni::kWhitespaceFlag, kL = uni::kLetter, kN = uni::kNumber;
 
-bool is_rn(uint32_t c) { return c == '\r' || c == '\n'; }
-uint32_t ascii_lower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+bool is_rn(uint32_t c) {
+  return c == '\r' || c == '\n';
+}
+uint32_t ascii_lower(uint32_t c) {
+  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
 
 // 's 't 'm 'd (2 cpts) or 're 've 'll (3 cpts); 0 if none. Case-folded if ci.
 size_t contraction(const Frag& f, size_t pos, bool ci) {
@@ -93,7 +97,7 @@ size_t llama3_word(const Frag& f, size_t pos, size_t max_digits) {
     if (is_rn(f.cpt(pos + n))) last_rn = pos + n + 1;
     ++n;
   }
-  if (last_rn > 0) return last_rn;                           // \s*[\r\n]+
+  if (last_rn > 0) return last_rn;                          // \s*[\r\n]+
   if (n > 1 && f.cpt(pos + n) != kOut) return pos + n - 1;  // \s+(?!\S)
   if (n > 0) return pos + n;
   return pos + 1;
@@ -101,7 +105,8 @@ size_t llama3_word(const Frag& f, size_t pos, size_t max_digits) {
 
 // One pass of a word scanner that covers every codepoint.
 template <typename WordFn>
-std::vector<size_t> scan_pass(const std::vector<uint32_t>& c, const std::vector<size_t>& offs, WordFn word) {
+std::vector<size_t> scan_pass(const std::vector<uint32_t>& c, const std::vector<size_t>& offs,
+                              WordFn word) {
   std::vector<size_t> out;
   out.reserve(offs.size() * 2);
   size_t begin = 0;
@@ -120,7 +125,8 @@ std::vector<size_t> scan_pass(const std::vector<uint32_t>& c, const std::vector<
 // One regex-search pass: `match(f, pos)` gives a match length (0: none);
 // unmatched stretches between matches stay fragments of their own.
 template <typename MatchFn>
-std::vector<size_t> match_pass(const std::vector<uint32_t>& c, const std::vector<size_t>& offs, MatchFn match) {
+std::vector<size_t> match_pass(const std::vector<uint32_t>& c, const std::vector<size_t>& offs,
+                               MatchFn match) {
   std::vector<size_t> out;
   out.reserve(offs.size() * 2);
   size_t begin = 0;
@@ -147,8 +153,9 @@ std::vector<size_t> match_pass(const std::vector<uint32_t>& c, const std::vector
 // [\p{P}\$\+<=>\^~\|] as llama.cpp's collapsed regex sees it: ASCII
 // punctuation minus '`', plus $+<=>^~|, plus non-ASCII category P.
 bool default_punct(uint32_t c) {
-  if (c < 128) return c != '`' && ((c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '^') ||
-                                   c == '_' || (c >= '{' && c <= '~'));
+  if (c < 128)
+    return c != '`' && ((c >= '!' && c <= '/') || (c >= ':' && c <= '@') ||
+                        (c >= '[' && c <= '^') || c == '_' || (c >= '{' && c <= '~'));
   const uint16_t fl = uni::flags(c);
   return !(fl & kWs) && (fl & uni::kPunctuation);
 }
@@ -158,7 +165,8 @@ bool default_punct(uint32_t c) {
 bool pre_type_from_name(std::string_view name, PreType* out) {
   if (name == "default" || name.empty()) {
     *out = PreType::kDefault;
-  } else if (name == "gpt2" || name == "gpt-2" || name == "mpt" || name == "olmo" || name == "jais") {
+  } else if (name == "gpt2" || name == "gpt-2" || name == "mpt" || name == "olmo" ||
+             name == "jais") {
     *out = PreType::kGpt2;
   } else if (name == "smollm" || name == "starcoder" || name == "refact" || name == "command-r" ||
              name == "codeshell" || name == "exaone" || name == "minerva-7b") {
@@ -205,7 +213,8 @@ std::vector<size_t> pre_split(const std::vector<uint32_t>& c, PreType pre) {
   });
   auto digit = [](uint32_t x) { return x >= '0' && x <= '9'; };
   return match_pass(c, offs, [&](const Frag& f, size_t pos) -> size_t {
-    return (pos + 2 < f.end && digit(f.c[pos]) && digit(f.c[pos + 1]) && digit(f.c[pos + 2])) ? 3 : 0;
+    return (pos + 2 < f.end && digit(f.c[pos]) && digit(f.c[pos + 1]) && digit(f.c[pos + 2])) ? 3
+                                                                                              : 0;
   });
 }
 

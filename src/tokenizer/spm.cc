@@ -18,7 +18,8 @@ class SpmTokenizer final : public VocabTokenizer {
   std::string token_to_piece(int32_t id, bool render_special) const override;
 
  protected:
-  void encode_fragment(std::string_view text, bool prev_special, std::vector<int32_t>& out) const override;
+  void encode_fragment(std::string_view text, bool prev_special,
+                       std::vector<int32_t>& out) const override;
 
  private:
   void push_bytes(std::string_view s, std::vector<int32_t>& out) const;
@@ -52,7 +53,8 @@ void SpmTokenizer::push_bytes(std::string_view s, std::vector<int32_t>& out) con
   }
 }
 
-void SpmTokenizer::encode_fragment(std::string_view raw, bool prev_special, std::vector<int32_t>& out) const {
+void SpmTokenizer::encode_fragment(std::string_view raw, bool prev_special,
+                                   std::vector<int32_t>& out) const {
   std::string text;
   if (add_space_prefix_ && prev_special) text += kSpace;
   for (char ch : raw) {
@@ -68,7 +70,8 @@ void SpmTokenizer::encode_fragment(std::string_view raw, bool prev_special, std:
   };
   std::vector<Sym> syms;
   for (uint32_t off = 0; off < text.size();) {
-    const uint32_t n = std::min<uint32_t>(uni::utf8_len(static_cast<uint8_t>(text[off])), text.size() - off);
+    const uint32_t n =
+        std::min<uint32_t>(uni::utf8_len(static_cast<uint8_t>(text[off])), text.size() - off);
     syms.push_back({static_cast<int>(syms.size()) - 1, -1, off, n});
     off += n;
     if (off < text.size()) syms.back().next = static_cast<int>(syms.size());
@@ -78,13 +81,16 @@ void SpmTokenizer::encode_fragment(std::string_view raw, bool prev_special, std:
     int left, right;
     uint32_t n;
   };
-  auto worse = [](const Bigram& a, const Bigram& b) { return a.score != b.score ? a.score < b.score : a.left > b.left; };
+  auto worse = [](const Bigram& a, const Bigram& b) {
+    return a.score != b.score ? a.score < b.score : a.left > b.left;
+  };
   std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
   auto sv = [&](uint32_t off, uint32_t n) { return std::string_view(text).substr(off, n); };
   auto try_add = [&](int l, int r) {
     if (l < 0 || r < 0) return;
     const uint32_t n = syms[l].n + syms[r].n;
-    if (int32_t id = vocab_.find(sv(syms[l].off, n)); id >= 0) queue.push({vocab_.score(id), l, r, n});
+    if (int32_t id = vocab_.find(sv(syms[l].off, n)); id >= 0)
+      queue.push({vocab_.score(id), l, r, n});
   };
   for (int i = 1; i < static_cast<int>(syms.size()); ++i) try_add(i - 1, i);
   while (!queue.empty()) {

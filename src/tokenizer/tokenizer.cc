@@ -69,8 +69,15 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_speci
 }
 
 std::string byte_piece(const std::string& text) {
-  auto hex = [](char c) { return (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1; };
-  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>' || hex(text[3]) < 0 || hex(text[4]) < 0) return "";
+  auto hex = [](char c) {
+    return (c >= '0' && c <= '9')   ? c - '0'
+           : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+           : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                    : -1;
+  };
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>' || hex(text[3]) < 0 ||
+      hex(text[4]) < 0)
+    return "";
   return std::string(1, static_cast<char>(hex(text[3]) * 16 + hex(text[4])));
 }
 
@@ -78,14 +85,17 @@ Status VocabTokenizer::init_common(VocabData& d, bool default_add_bos) {
   TKV_RETURN_IF_ERROR(vocab_.init(d));
   add_bos_ = d.add_bos >= 0 ? d.add_bos == 1 : default_add_bos;
   add_eos_ = d.add_eos == 1;
-  if (add_bos_ && vocab_.bos_id < 0) return invalid_argument("[tokenizer] add_bos_token set but no valid BOS id");
-  if (add_eos_ && vocab_.eos_id < 0) return invalid_argument("[tokenizer] add_eos_token set but no valid EOS id");
-  chat_ = ChatTemplate::detect(d.chat_template,
-                               vocab_.find("<start_of_turn>") >= 0 && vocab_.find("<end_of_turn>") >= 0);
+  if (add_bos_ && vocab_.bos_id < 0)
+    return invalid_argument("[tokenizer] add_bos_token set but no valid BOS id");
+  if (add_eos_ && vocab_.eos_id < 0)
+    return invalid_argument("[tokenizer] add_eos_token set but no valid EOS id");
+  chat_ = ChatTemplate::detect(
+      d.chat_template, vocab_.find("<start_of_turn>") >= 0 && vocab_.find("<end_of_turn>") >= 0);
   return Status::ok_status();
 }
 
-std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_special,
+                                            bool parse_special) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && add_bos_) out.push_back(vocab_.bos_id);

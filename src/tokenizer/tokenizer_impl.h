@@ -15,13 +15,15 @@ namespace tkv::tok {
 
 class VocabTokenizer : public Tokenizer {
  public:
-  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool add_special,
+                              bool parse_special) const override;
   int32_t n_vocab() const override { return vocab_.n_tokens(); }
   int32_t bos_id() const override { return vocab_.bos_id; }
   int32_t eos_id() const override { return vocab_.eos_id; }
   bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
   bool add_bos() const override { return add_bos_; }
-  Result<std::string> apply_chat_template(const std::vector<ChatMessage>& msgs, bool add_assistant) const override {
+  Result<std::string> apply_chat_template(const std::vector<ChatMessage>& msgs,
+                                          bool add_assistant) const override {
     return chat_.render(msgs, add_assistant);
   }
   const Vocab& vocab() const { return vocab_; }
@@ -29,7 +31,8 @@ class VocabTokenizer : public Tokenizer {
  protected:
   // Appends the ids of one raw fragment; prev_special: the fragment starts the
   // text or follows a special token (SentencePiece's space-prefix rule).
-  virtual void encode_fragment(std::string_view text, bool prev_special, std::vector<int32_t>& out) const = 0;
+  virtual void encode_fragment(std::string_view text, bool prev_special,
+                               std::vector<int32_t>& out) const = 0;
   Status init_common(VocabData& d, bool default_add_bos);
 
   Vocab vocab_;

@@ -25,7 +25,8 @@ struct ByteMap {
     to_byte.fill(-1);
     int n = 0;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const bool printable =
+          (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       const uint32_t cpt = printable ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + n++);
       append_utf8(cpt, to_unicode[b]);
       to_byte[cpt] = static_cast<int16_t>(b);
@@ -38,7 +39,9 @@ const ByteMap& byte_map() {
   return m;
 }
 
-bool is_cont(std::string_view s, size_t i) { return i < s.size() && (static_cast<uint8_t>(s[i]) & 0xC0) == 0x80; }
+bool is_cont(std::string_view s, size_t i) {
+  return i < s.size() && (static_cast<uint8_t>(s[i]) & 0xC0) == 0x80;
+}
 
 }  // namespace
 
@@ -65,7 +68,8 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
       i += 3;
     } else if ((b0 & 0xF8) == 0xF0 && is_cont(s, i + 1) && is_cont(s, i + 2) && is_cont(s, i + 3)) {
       out.push_back(((b0 & 0x07) << 18) | ((static_cast<uint8_t>(s[i + 1]) & 0x3F) << 12) |
-                    ((static_cast<uint8_t>(s[i + 2]) & 0x3F) << 6) | (static_cast<uint8_t>(s[i + 3]) & 0x3F));
+                    ((static_cast<uint8_t>(s[i + 2]) & 0x3F) << 6) |
+                    (static_cast<uint8_t>(s[i + 3]) & 0x3F));
       i += 4;
     } else {
       out.push_back(kReplacement);
@@ -93,8 +97,12 @@ void append_utf8(uint32_t c, std::string& out) {
   }
 }
 
-const std::string& byte_to_unicode(uint8_t b) { return byte_map().to_unicode[b]; }
+const std::string& byte_to_unicode(uint8_t b) {
+  return byte_map().to_unicode[b];
+}
 
-int unicode_to_byte(uint32_t cpt) { return cpt < 512 ? byte_map().to_byte[cpt] : -1; }
+int unicode_to_byte(uint32_t cpt) {
+  return cpt < 512 ? byte_map().to_byte[cpt] : -1;
+}
 
 }  // namespace tkv::tok::uni

@@ -12,14 +12,14 @@
 namespace tkv::tok::uni {
 
 // Category flags: exactly one category bit per codepoint, plus kWhitespaceFlag.
-constexpr uint16_t kUndefined = 0x01;    // Cn (unassigned)
-constexpr uint16_t kNumber = 0x02;       // \p{N}
-constexpr uint16_t kLetter = 0x04;       // \p{L}
-constexpr uint16_t kSeparator = 0x08;    // \p{Z}
-constexpr uint16_t kMark = 0x10;         // \p{M}
-constexpr uint16_t kPunctuation = 0x20;  // \p{P}
-constexpr uint16_t kSymbol = 0x40;       // \p{S}
-constexpr uint16_t kControl = 0x80;      // \p{C} except Cn
+constexpr uint16_t kUndefined = 0x01;        // Cn (unassigned)
+constexpr uint16_t kNumber = 0x02;           // \p{N}
+constexpr uint16_t kLetter = 0x04;           // \p{L}
+constexpr uint16_t kSeparator = 0x08;        // \p{Z}
+constexpr uint16_t kMark = 0x10;             // \p{M}
+constexpr uint16_t kPunctuation = 0x20;      // \p{P}
+constexpr uint16_t kSymbol = 0x40;           // \p{S}
+constexpr uint16_t kControl = 0x80;          // \p{C} except Cn
 constexpr uint16_t kWhitespaceFlag = 0x100;  // Unicode White_Space (regex \s)
 
 struct CategoryRange {
@@ -36,9 +36,15 @@ constexpr uint32_t kReplacement = 0xFFFD;
 
 // Flags of one codepoint (0 is never returned for cpt < kMaxCodepoint).
 uint16_t flags(uint32_t cpt);
-inline bool is_letter(uint32_t c) { return flags(c) & kLetter; }
-inline bool is_number(uint32_t c) { return flags(c) & kNumber; }
-inline bool is_space(uint32_t c) { return flags(c) & kWhitespaceFlag; }
+inline bool is_letter(uint32_t c) {
+  return flags(c) & kLetter;
+}
+inline bool is_number(uint32_t c) {
+  return flags(c) & kNumber;
+}
+inline bool is_space(uint32_t c) {
+  return flags(c) & kWhitespaceFlag;
+}
 
 // Length of the UTF-8 sequence a lead byte announces (1 for continuation bytes),
 // as llama.cpp's unicode_len_utf8: used to split text into "characters".
@@ -50,7 +56,7 @@ std::vector<uint32_t> decode_utf8(std::string_view s);
 void append_utf8(uint32_t cpt, std::string& out);
 
 // GPT-2 byte-level map: every byte to one printable codepoint, and back.
-const std::string& byte_to_unicode(uint8_t b);   // UTF-8 of the codepoint
-int unicode_to_byte(uint32_t cpt);                // -1 if cpt is no byte's image
+const std::string& byte_to_unicode(uint8_t b);  // UTF-8 of the codepoint
+int unicode_to_byte(uint32_t cpt);              // -1 if cpt is no byte's image
 
 }  // namespace tkv::tok::uni

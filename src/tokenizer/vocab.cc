@@ -14,13 +14,20 @@ namespace {
 
 uint32_t attr_from_type(int32_t type) {
   switch (type) {
-    case 1: return kAttrNormal;
-    case 2: return kAttrUnknown;
-    case 3: return kAttrControl;
-    case 4: return kAttrUserDefined;
-    case 5: return kAttrUnused;
-    case 6: return kAttrByte;
-    default: return kAttrUndefined;
+    case 1:
+      return kAttrNormal;
+    case 2:
+      return kAttrUnknown;
+    case 3:
+      return kAttrControl;
+    case 4:
+      return kAttrUserDefined;
+    case 5:
+      return kAttrUnused;
+    case 6:
+      return kAttrByte;
+    default:
+      return kAttrUndefined;
   }
 }
 
@@ -30,34 +37,84 @@ bool in(std::string_view s, std::initializer_list<std::string_view> list) {
 
 // Texts llama.cpp marks as end of turn / FIM repo / FIM separator / end of generation.
 const std::initializer_list<std::string_view> kEotTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
     "<end_of_utterance>"};
-const std::initializer_list<std::string_view> kFimPre = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
-const std::initializer_list<std::string_view> kFimSuf = {
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
-const std::initializer_list<std::string_view> kFimMid = {
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
-const std::initializer_list<std::string_view> kFimPad = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
-const std::initializer_list<std::string_view> kFimRep = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
-                                                         "<reponame>"};
+const std::initializer_list<std::string_view> kFimPre = {"<|fim_prefix|>",
+                                                         "<fim-prefix>",
+                                                         "<fim_prefix>",
+                                                         "<\xef\xbd\x9c"
+                                                         "fim\xe2\x96\x81"
+                                                         "begin\xef\xbd\x9c>",
+                                                         "<PRE>",
+                                                         "\xe2\x96\x81<PRE>",
+                                                         "<|code_prefix|>",
+                                                         "<|prefix|>"};
+const std::initializer_list<std::string_view> kFimSuf = {"<|fim_suffix|>",
+                                                         "<fim-suffix>",
+                                                         "<fim_suffix>",
+                                                         "<\xef\xbd\x9c"
+                                                         "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+                                                         "<SUF>",
+                                                         "\xe2\x96\x81<SUF>",
+                                                         "<|code_suffix|>",
+                                                         "<|suffix|>"};
+const std::initializer_list<std::string_view> kFimMid = {"<|fim_middle|>",
+                                                         "<fim-middle>",
+                                                         "<fim_middle>",
+                                                         "<\xef\xbd\x9c"
+                                                         "fim\xe2\x96\x81"
+                                                         "end\xef\xbd\x9c>",
+                                                         "<MID>",
+                                                         "\xe2\x96\x81<MID>",
+                                                         "<|code_middle|>",
+                                                         "<|middle|>"};
+const std::initializer_list<std::string_view> kFimPad = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>",
+                                                         "<PAD>", "[PAD]"};
+const std::initializer_list<std::string_view> kFimRep = {"<|fim_repo|>", "<|repo_name|>",
+                                                         "<fim-repo>", "<REPO>", "<reponame>"};
 const std::initializer_list<std::string_view> kFimSep = {"<|file_sep|>"};
 const std::initializer_list<std::string_view> kEogTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~["};
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "[e~["};
 
 }  // namespace
 
 Status Vocab::init(VocabData& d) {
   const size_t n = d.tokens.size();
   if (n == 0) return invalid_argument("[tokenizer] empty vocabulary");
-  if (!d.scores.empty() && d.scores.size() < n) return invalid_argument("[tokenizer] {} scores for {} tokens", d.scores.size(), n);
+  if (!d.scores.empty() && d.scores.size() < n)
+    return invalid_argument("[tokenizer] {} scores for {} tokens", d.scores.size(), n);
   if (!d.token_types.empty() && d.token_types.size() < n)
     return invalid_argument("[tokenizer] {} token types for {} tokens", d.token_types.size(), n);
   text_ = std::move(d.tokens);
@@ -76,7 +133,8 @@ Status Vocab::init(VocabData& d) {
 
   // llama.cpp auto-detects these by text and forces the control attribute on them.
   int32_t fim[6] = {-1, -1, -1, -1, -1, -1};
-  const std::initializer_list<std::string_view>* fim_lists[6] = {&kFimPre, &kFimSuf, &kFimMid, &kFimPad, &kFimRep, &kFimSep};
+  const std::initializer_list<std::string_view>* fim_lists[6] = {&kFimPre, &kFimSuf, &kFimMid,
+                                                                 &kFimPad, &kFimRep, &kFimSep};
   for (const auto& [t, id] : to_id_) {
     bool hit = false;
     if (eot_id < 0 && in(t, kEotTexts)) eot_id = id, hit = true;
@@ -105,7 +163,9 @@ int32_t Vocab::find(std::string_view t) const {
   return it == to_id_.end() ? -1 : it->second;
 }
 
-bool Vocab::is_eog(int32_t id) const { return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id); }
+bool Vocab::is_eog(int32_t id) const {
+  return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
+}
 
 int32_t Vocab::child(int32_t node, uint8_t b) const {
   const auto& nx = trie_[node].next;
@@ -119,7 +179,8 @@ void Vocab::build_special_trie() {
   std::vector<int32_t> ids;
   for (int32_t id = 0; id < n_tokens(); ++id)
     if (attr_[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) ids.push_back(id);
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return text_[a].size() > text_[b].size(); });
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int32_t a, int32_t b) { return text_[a].size() > text_[b].size(); });
   special_rank_.assign(n_tokens(), -1);
   for (size_t r = 0; r < ids.size(); ++r) special_rank_[ids[r]] = static_cast<int32_t>(r);
   trie_.assign(1, TrieNode{});
@@ -168,21 +229,26 @@ std::vector<Fragment> Vocab::partition(std::string_view text, bool parse_special
     out.push_back({-1, text});
     return out;
   }
-  std::sort(cands.begin(), cands.end(),
-            [](const Cand& a, const Cand& b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; });
+  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos;
+  });
   // state per byte: 0 raw text, 1 inside an accepted token, 2 dropped by lstrip/rstrip.
   std::vector<uint8_t> state(text.size(), 0);
   std::vector<std::pair<uint32_t, int32_t>> accepted;  // (pos, token)
   auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   for (const Cand& c : cands) {
     const size_t len = text_[c.token].size();
-    if (!std::all_of(state.begin() + c.pos, state.begin() + c.pos + len, [](uint8_t s) { return s == 0; })) continue;
+    if (!std::all_of(state.begin() + c.pos, state.begin() + c.pos + len,
+                     [](uint8_t s) { return s == 0; }))
+      continue;
     std::fill(state.begin() + c.pos, state.begin() + c.pos + len, uint8_t{1});
     accepted.push_back({c.pos, c.token});
     if (attr_[c.token] & kAttrLstrip)
-      for (size_t i = c.pos; i > 0 && state[i - 1] == 0 && is_space(text[i - 1]); --i) state[i - 1] = 2;
+      for (size_t i = c.pos; i > 0 && state[i - 1] == 0 && is_space(text[i - 1]); --i)
+        state[i - 1] = 2;
     if (attr_[c.token] & kAttrRstrip)
-      for (size_t i = c.pos + len; i < text.size() && state[i] == 0 && is_space(text[i]); ++i) state[i] = 2;
+      for (size_t i = c.pos + len; i < text.size() && state[i] == 0 && is_space(text[i]); ++i)
+        state[i] = 2;
   }
   std::sort(accepted.begin(), accepted.end());
   size_t p = 0, a = 0;

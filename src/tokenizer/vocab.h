@@ -17,16 +17,24 @@ namespace tkv::tok {
 
 // llama.cpp token attributes (bit set), derived from tokenizer.ggml.token_type.
 enum TokenAttr : uint32_t {
-  kAttrUndefined = 0, kAttrUnknown = 1 << 0, kAttrUnused = 1 << 1, kAttrNormal = 1 << 2,
-  kAttrControl = 1 << 3, kAttrUserDefined = 1 << 4, kAttrByte = 1 << 5,
-  kAttrNormalized = 1 << 6, kAttrLstrip = 1 << 7, kAttrRstrip = 1 << 8, kAttrSingleWord = 1 << 9,
+  kAttrUndefined = 0,
+  kAttrUnknown = 1 << 0,
+  kAttrUnused = 1 << 1,
+  kAttrNormal = 1 << 2,
+  kAttrControl = 1 << 3,
+  kAttrUserDefined = 1 << 4,
+  kAttrByte = 1 << 5,
+  kAttrNormalized = 1 << 6,
+  kAttrLstrip = 1 << 7,
+  kAttrRstrip = 1 << 8,
+  kAttrSingleWord = 1 << 9,
 };
 
 // Everything from tokenizer.ggml.* a tokenizer needs; filled from a GGUF or by
 // hand in tests.
 struct VocabData {
-  std::string model;                 // "gpt2" | "llama"
-  std::string pre;                   // tokenizer.ggml.pre ("" if absent)
+  std::string model;  // "gpt2" | "llama"
+  std::string pre;    // tokenizer.ggml.pre ("" if absent)
   std::vector<std::string> tokens;
   std::vector<float> scores;         // empty: all 0
   std::vector<int32_t> token_types;  // GGUF token types 1..6; empty: all normal
@@ -83,8 +91,8 @@ class Vocab {
   std::vector<float> score_;
   std::vector<uint32_t> attr_;
   StringMap<int32_t> to_id_;
-  std::vector<int32_t> eog_ids_;        // sorted
-  std::vector<int32_t> special_rank_;   // per token: priority (0 = first), -1 if not special
+  std::vector<int32_t> eog_ids_;       // sorted
+  std::vector<int32_t> special_rank_;  // per token: priority (0 = first), -1 if not special
   std::vector<TrieNode> trie_;
 };
 

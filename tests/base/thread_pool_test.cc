@@ -18,7 +18,8 @@ TEST(ThreadPool, CoversRangeExactlyOnce) {
         pool.parallel_for(n, [&](int, int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
         });
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << nt << " " << n;
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << nt << " " << n;
       }
     }
   }
@@ -32,11 +33,13 @@ TEST(ThreadPool, DynamicCoversEveryChunkOnceWithFixedBoundaries) {
           std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
           std::atomic<int> bad_bounds{0};
           pool.parallel_for_dynamic(n, grain, [&](int t, int64_t b, int64_t e) {
-            if (b % grain != 0 || e != std::min(n, b + grain) || t < 0 || t >= nt) bad_bounds.fetch_add(1);
+            if (b % grain != 0 || e != std::min(n, b + grain) || t < 0 || t >= nt)
+              bad_bounds.fetch_add(1);
             for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
           });
           ASSERT_EQ(bad_bounds.load(), 0) << nt << " " << n << " " << grain;
-          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << nt << " " << n;
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << nt << " " << n;
         }
       }
       // Interleave with the static form: jobs must not leak into each other.

@@ -51,8 +51,9 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
   }
   const quant::KvScheme scheme = to_scheme(c.f);
   const quant::KvRowLayout layout = quant::kv_row_layout(scheme);
-  const kernels::KvPlanes planes = kernels::kv_planes_separate(
-      layout, h.k_data.data(), h.v_data.data(), h.k_scale.data(), h.k_zero.data(), h.v_scale.data(), nullptr);
+  const kernels::KvPlanes planes =
+      kernels::kv_planes_separate(layout, h.k_data.data(), h.v_data.data(), h.k_scale.data(),
+                                  h.k_zero.data(), h.v_scale.data(), nullptr);
   kernels::KvEncodeParams ep;
   ep.scheme = scheme;
   ep.n_rows = rows;
@@ -76,11 +77,13 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
     for (int t = lens[s]; t < page_end; ++t) {
       for (int kvh = 0; kvh < c.n_kv_heads; ++kvh) {
         const int64_t row = h.row((int)s, t, kvh);
-        std::fill_n(h.k_data.begin() + row * c.f.k_row_bytes(), c.f.k_row_bytes(), 0xff);  // bf16 NaN
+        std::fill_n(h.k_data.begin() + row * c.f.k_row_bytes(), c.f.k_row_bytes(),
+                    0xff);  // bf16 NaN
         std::fill_n(h.v_data.begin() + row * c.f.v_row_bytes(), c.f.v_row_bytes(), 0xff);
         if (!c.f.bf16) {
           for (auto* plane : {&h.k_scale, &h.k_zero, &h.v_scale})
-            std::fill_n(plane->begin() + row * c.f.n_groups(), c.f.n_groups(), (uint16_t)0x7e00);  // fp16 NaN
+            std::fill_n(plane->begin() + row * c.f.n_groups(), c.f.n_groups(),
+                        (uint16_t)0x7e00);  // fp16 NaN
         }
       }
     }
@@ -91,8 +94,9 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
 }
 
 // Runs the GPU decode; returns bf16 out [n_seqs, n_heads, head_dim].
-std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0, bool general = false,
-                              bool* tensor_cores = nullptr, int sm_count = 0, int* mma_warps = nullptr) {
+std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb = 0,
+                              bool general = false, bool* tensor_cores = nullptr, int sm_count = 0,
+                              int* mma_warps = nullptr) {
   const HostPagedCache& h = pr.cache;
   DevicePagedCache dev;
   dev.upload(h);
@@ -160,7 +164,8 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
           << "call " << call << " with caller-kept merge counters differs";
     }
     const std::vector<int32_t> left = ctr.download();
-    EXPECT_EQ(std::count(left.begin(), left.end(), 0), (std::ptrdiff_t)left.size()) << "merge counters left non-zero";
+    EXPECT_EQ(std::count(left.begin(), left.end(), 0), (std::ptrdiff_t)left.size())
+        << "merge counters left non-zero";
   }
   return first;
 }
@@ -184,8 +189,8 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
 //   + 2 vmax * D 2^-23 S                 the Q·K sums (one 2^-23-relative error per term)
 //   + 2^-9 sum_t p_t |v_t,i| / l         P rounded to bf16 for the P·V mma
 //   + (T/16 + 16) 2^-22 sum_t p_t |v_t,i| / l   fp32 accumulation per 16-token mma (2 ulps)
-void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got, const std::string& what,
-                             bool tensor_cores = false) {
+void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got,
+                             const std::string& what, bool tensor_cores = false) {
   const HostPagedCache& h = pr.cache;
   const int d = h.format.head_dim, gqa = pr.n_heads / h.n_kv_heads;
   const double scale = 1.0 / std::sqrt((double)d), eps = std::ldexp(1.0, -24);
@@ -198,7 +203,8 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
       std::vector<double> sc(T), out(d, 0.0), out_abs(d, 0.0);
       double mx = -INFINITY, smax = 0.0, vmax = 0.0, l = 0.0, qmax = 0.0, k1 = 0.0;
       for (int i = 0; i < d; ++i)
-        qmax = std::max(qmax, (double)std::fabs(bf16_to_f32(pr.q[((size_t)s * pr.n_heads + hq) * d + i])));
+        qmax = std::max(
+            qmax, (double)std::fabs(bf16_to_f32(pr.q[((size_t)s * pr.n_heads + hq) * d + i])));
       for (int t = 0; t < T; ++t) {
         const float* kr = &pr.k_hat[h.row(s, t, kvh) * d];
         double dot = 0.0, mag = 0.0, ka = 0.0;
@@ -222,24 +228,31 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
           vmax = std::max(vmax, (double)std::fabs(vr[i]));
         }
       }
-      double abs_tol =
-          8 * eps * vmax * (2 * std::sqrt((double)d) * smax + std::sqrt((double)T) + std::log2(d) * std::sqrt(d) + 8);
+      double abs_tol = 8 * eps * vmax *
+                       (2 * std::sqrt((double)d) * smax + std::sqrt((double)T) +
+                        std::log2(d) * std::sqrt(d) + 8);
       if (tensor_cores && h.format.bf16)
         abs_tol += 2 * vmax * d * std::ldexp(1.0, -23) * smax;
       else if (tensor_cores)
-        abs_tol += std::ldexp(1.0, -25) * (T * vmax + 1) + 2 * vmax * d * std::ldexp(1.0, -23) * smax +
+        abs_tol += std::ldexp(1.0, -25) * (T * vmax + 1) +
+                   2 * vmax * d * std::ldexp(1.0, -23) * smax +
                    2 * vmax * scale * std::ldexp(qmax, -14) * k1;
       for (int i = 0; i < d; ++i) {
         const double ref = T > 0 ? out[i] / l : 0.0;
         const float g = bf16_to_f32(got[((size_t)s * pr.n_heads + hq) * d + i]);
-        ASSERT_TRUE(std::isfinite(g)) << what << " non-finite/unwritten out seq " << s << " head " << hq << " i " << i;
-        const double tc_w = h.format.bf16 ? std::ldexp(1.0, -9) + (T / 16 + 16) * std::ldexp(1.0, -22) : 3 * std::ldexp(1.0, -11);
+        ASSERT_TRUE(std::isfinite(g))
+            << what << " non-finite/unwritten out seq " << s << " head " << hq << " i " << i;
+        const double tc_w = h.format.bf16
+                                ? std::ldexp(1.0, -9) + (T / 16 + 16) * std::ldexp(1.0, -22)
+                                : 3 * std::ldexp(1.0, -11);
         const double tc_rel = tensor_cores && T > 0 ? tc_w * out_abs[i] / l : 0.0;
-        const double err = std::fabs(g - ref), tol = std::ldexp(std::fabs(ref), -8) + abs_tol + tc_rel;
-        if (err / tol > worst) worst = err / tol, worst_at = "seq " + std::to_string(s) + " (T=" + std::to_string(T) +
-                                                   ") head " + std::to_string(hq) + " i " + std::to_string(i);
-        ASSERT_LE(err, tol) << what << " seq " << s << " (T=" << T << ") head " << hq << " i " << i << " got " << g
-                            << " ref " << ref;
+        const double err = std::fabs(g - ref),
+                     tol = std::ldexp(std::fabs(ref), -8) + abs_tol + tc_rel;
+        if (err / tol > worst)
+          worst = err / tol, worst_at = "seq " + std::to_string(s) + " (T=" + std::to_string(T) +
+                                        ") head " + std::to_string(hq) + " i " + std::to_string(i);
+        ASSERT_LE(err, tol) << what << " seq " << s << " (T=" << T << ") head " << hq << " i " << i
+                            << " got " << g << " ref " << ref;
       }
     }
   }
@@ -250,20 +263,25 @@ const std::vector<int32_t> kRagged = {1, 511, 512, 513, 4097};
 
 // Every case on the kernel decode_attention_cuda picks; where that is the tensor-core
 // path, also on the general FP32 kernel (general = true), which stays the fallback.
-void run_case(const Case& c, std::mt19937& rng, int minb = 0, const std::vector<int32_t>& lens = kRagged) {
+void run_case(const Case& c, std::mt19937& rng, int minb = 0,
+              const std::vector<int32_t>& lens = kRagged) {
   const Problem pr = make_problem(c, lens, rng);
   for (bool general : {false, true}) {
     bool tc = false;
     const std::vector<uint16_t> a = run_gpu(pr, 0, minb, general, &tc);
     const std::string name = format_name(c.f) + "/gqa" + std::to_string(c.gqa) +
                              (c.n_kv_heads != 2 ? "/kv" + std::to_string(c.n_kv_heads) : "") +
-                             (c.page_size != 16 ? "/ps" + std::to_string(c.page_size) : "") + (minb ? "/minb3" : "") +
-                             (tc ? "/mma" : general ? "/fp32" : "");
+                             (c.page_size != 16 ? "/ps" + std::to_string(c.page_size) : "") +
+                             (minb ? "/minb3" : "") +
+                             (tc        ? "/mma"
+                              : general ? "/fp32"
+                                        : "");
     check_against_reference(pr, a, name + "/auto", tc);
     check_against_reference(pr, run_gpu(pr, 4160, minb, general), name + "/1part", tc);
     check_against_reference(pr, run_gpu(pr, 64, minb, general), name + "/p64", tc);
     const std::vector<uint16_t> b = run_gpu(pr, 0, minb, general);
-    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 2), 0) << name << ": same input, different bits";
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 2), 0)
+        << name << ": same input, different bits";
     if (!tc) break;  // the general kernel was the one picked: tested
   }
 }
@@ -296,7 +314,8 @@ TEST(AttentionCuda, GqaRatios) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(44);
   for (int gqa : {1, 2, 3, 8}) {
-    for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 128}}) {
+    for (const PagedKvFormat& f :
+         {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 128}}) {
       run_case({f, 2, gqa}, rng);
       if (HasFatalFailure()) return;
     }
@@ -308,13 +327,16 @@ TEST(AttentionCuda, GqaRatios) {
 TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(46);
-  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128}, k8uv4{false, 8, 4, false, 128};
-  const PagedKvFormat k4v3{false, 4, 3, false, 128}, k4v2{false, 4, 2, false, 128}, bf16{true, 16, 16, false, 128};
-  for (const Case& c : {Case{bf16, 2, 4, 8}, Case{bf16, 3, 4, 16}, Case{bf16, 2, 8, 64}, Case{bf16, 1, 4, 128},
-                        Case{k8v3, 2, 4, 8}, Case{k8v4, 2, 4, 8}, Case{k8v3, 2, 4, 32}, Case{k8v4, 2, 8, 64},
-                        Case{k8v3, 3, 4, 16}, Case{k8uv4, 1, 4, 16}, Case{k8v4, 3, 4, 32}, Case{k4v3, 2, 4, 8},
-                        Case{k4v2, 3, 4, 16}, Case{k4v3, 2, 8, 32}, Case{k8v3, 2, 4, 64}, Case{k8v3, 3, 4, 128},
-                        Case{k4v2, 2, 4, 256}, Case{k4v3, 1, 8, 64}}) {  // >= 64: one copy per page and plane
+  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128},
+      k8uv4{false, 8, 4, false, 128};
+  const PagedKvFormat k4v3{false, 4, 3, false, 128}, k4v2{false, 4, 2, false, 128},
+      bf16{true, 16, 16, false, 128};
+  for (const Case& c :
+       {Case{bf16, 2, 4, 8}, Case{bf16, 3, 4, 16}, Case{bf16, 2, 8, 64}, Case{bf16, 1, 4, 128},
+        Case{k8v3, 2, 4, 8}, Case{k8v4, 2, 4, 8}, Case{k8v3, 2, 4, 32}, Case{k8v4, 2, 8, 64},
+        Case{k8v3, 3, 4, 16}, Case{k8uv4, 1, 4, 16}, Case{k8v4, 3, 4, 32}, Case{k4v3, 2, 4, 8},
+        Case{k4v2, 3, 4, 16}, Case{k4v3, 2, 8, 32}, Case{k8v3, 2, 4, 64}, Case{k8v3, 3, 4, 128},
+        Case{k4v2, 2, 4, 256}, Case{k4v3, 1, 8, 64}}) {  // >= 64: one copy per page and plane
     run_case(c, rng);
     if (HasFatalFailure()) return;
   }
@@ -325,8 +347,9 @@ TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
 TEST(AttentionCuda, EmptySequences) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(47);
-  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 3, true, 128},
-                                 PagedKvFormat{true, 16, 16, false, 128}}) {
+  for (const PagedKvFormat& f :
+       {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 3, true, 128},
+        PagedKvFormat{true, 16, 16, false, 128}}) {
     run_case({f, 2, 4}, rng, 0, {0, 700, 1, 0, 4100});
     if (HasFatalFailure()) return;
   }
@@ -337,7 +360,8 @@ TEST(AttentionCuda, EmptySequences) {
 TEST(AttentionCuda, MmaManyPartitions) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(48);
-  const Problem pr = make_problem({PagedKvFormat{false, 8, 3, true, 128}, 1, 4}, {2500 * 64 + 5}, rng);
+  const Problem pr =
+      make_problem({PagedKvFormat{false, 8, 3, true, 128}, 1, 4}, {2500 * 64 + 5}, rng);
   bool tc = false;
   check_against_reference(pr, run_gpu(pr, 64, 0, false, &tc), "k8v3/2501 parts", true);
   EXPECT_TRUE(tc);
@@ -352,24 +376,30 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
   int sms = 0;
   TKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::mt19937 rng(49);
-  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128}, k4v2{false, 4, 2, false, 128};
-  const PagedKvFormat bf16{true, 16, 16, false, 128};  // one block per SM too, with 8 consumer warps
-  for (const Case& c : {Case{k8v3, 2, 4, 16}, Case{k8v4, 2, 4, 16}, Case{k8v3, 2, 4, 8}, Case{k4v2, 2, 4, 16},
-                        Case{k8v3, 2, 4, 64}, Case{bf16, 2, 4, 64}, Case{bf16, 2, 4, 16}}) {
+  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128},
+      k4v2{false, 4, 2, false, 128};
+  const PagedKvFormat bf16{true, 16, 16, false,
+                           128};  // one block per SM too, with 8 consumer warps
+  for (const Case& c :
+       {Case{k8v3, 2, 4, 16}, Case{k8v4, 2, 4, 16}, Case{k8v3, 2, 4, 8}, Case{k4v2, 2, 4, 16},
+        Case{k8v3, 2, 4, 64}, Case{bf16, 2, 4, 64}, Case{bf16, 2, 4, 16}}) {
     const int one_wave_warps = c.f.bf16 ? 8 : 16;
     const Problem pr = make_problem(c, {9000, 20000, 8195}, rng);
-    const std::string name = format_name(c.f) + "/ps" + std::to_string(c.page_size) + "/1 block per SM";
+    const std::string name =
+        format_name(c.f) + "/ps" + std::to_string(c.page_size) + "/1 block per SM";
     bool tc = false;
     int warps = 0;
     const std::vector<uint16_t> a = run_gpu(pr, 0, 0, false, &tc, sms, &warps);
     ASSERT_TRUE(tc);
     EXPECT_EQ(warps, one_wave_warps) << name;
     check_against_reference(pr, a, name + "/auto", true);
-    check_against_reference(pr, run_gpu(pr, 20480, 0, false, nullptr, sms, &warps), name + "/1part", true);
+    check_against_reference(pr, run_gpu(pr, 20480, 0, false, nullptr, sms, &warps), name + "/1part",
+                            true);
     EXPECT_EQ(warps, one_wave_warps) << name << "/1part";
     ASSERT_EQ(std::memcmp(a.data(), run_gpu(pr, 0, 0, false, nullptr, sms).data(), a.size() * 2), 0)
         << name << ": same input, different bits";
-    check_against_reference(pr, run_gpu(pr, 256, 0, false, nullptr, sms, &warps), name + "/p256 (8 warps)", true);
+    check_against_reference(pr, run_gpu(pr, 256, 0, false, nullptr, sms, &warps),
+                            name + "/p256 (8 warps)", true);
     EXPECT_EQ(warps, 8) << name << "/p256";
     if (HasFatalFailure()) return;
   }
@@ -379,9 +409,10 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
 TEST(AttentionCuda, OccupancyVariant) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(45);
-  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 8, 4, true, 128},
-                                 PagedKvFormat{false, 4, 3, true, 128}, PagedKvFormat{false, 4, 2, true, 128},
-                                 PagedKvFormat{true, 16, 16, false, 128}}) {
+  for (const PagedKvFormat& f :
+       {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 8, 4, true, 128},
+        PagedKvFormat{false, 4, 3, true, 128}, PagedKvFormat{false, 4, 2, true, 128},
+        PagedKvFormat{true, 16, 16, false, 128}}) {
     run_case({f, 2, 4}, rng, 3);
     if (HasFatalFailure()) return;
   }
@@ -449,10 +480,13 @@ TEST(AttentionCuda, MmaProgrammaticLaunch) {
     TKV_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<uint16_t> ref = out_ref.download();
     const std::string name = format_name(c.f) + "/ps" + std::to_string(c.page_size);
-    EXPECT_EQ(std::memcmp(ref.data(), out_a.download().data(), ref.size() * 2), 0) << name << ": PDL after encode";
-    EXPECT_EQ(std::memcmp(ref.data(), out_b.download().data(), ref.size() * 2), 0) << name << ": PDL after PDL";
+    EXPECT_EQ(std::memcmp(ref.data(), out_a.download().data(), ref.size() * 2), 0)
+        << name << ": PDL after encode";
+    EXPECT_EQ(std::memcmp(ref.data(), out_b.download().data(), ref.size() * 2), 0)
+        << name << ": PDL after PDL";
     const std::vector<int32_t> left = ctr.download();
-    EXPECT_EQ(std::count(left.begin(), left.end(), 0), (std::ptrdiff_t)left.size()) << name << ": counters";
+    EXPECT_EQ(std::count(left.begin(), left.end(), 0), (std::ptrdiff_t)left.size())
+        << name << ": counters";
     // The new rows changed the output (else the test could not see a decode that ran early).
     setup();
     p.programmatic_launch = false;
@@ -460,7 +494,8 @@ TEST(AttentionCuda, MmaProgrammaticLaunch) {
     ASSERT_TRUE(kernels::decode_attention_cuda(p).ok());
     TKV_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<uint16_t> before = out_a.download();
-    EXPECT_NE(std::memcmp(ref.data(), before.data(), ref.size() * 2), 0) << name << ": encode had no effect";
+    EXPECT_NE(std::memcmp(ref.data(), before.data(), ref.size() * 2), 0)
+        << name << ": encode had no effect";
   }
 }
 
@@ -472,10 +507,12 @@ TEST(AttentionCuda, RejectsBadParams) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("[attention_cuda] head_dim 96"), std::string::npos) << st.message();
   kernels::DecodeCudaParams b;  // a block table too short for max_seq_len
-  b.kv.n_kv_heads = 1, b.n_heads = 4, b.kv.page_size = 16, b.n_seqs = 1, b.max_seq_len = 100, b.kv.page_stride = 2;
+  b.kv.n_kv_heads = 1, b.n_heads = 4, b.kv.page_size = 16, b.n_seqs = 1, b.max_seq_len = 100,
+  b.kv.page_stride = 2;
   const Status sb = kernels::decode_attention_cuda(b);
-  EXPECT_NE(sb.message().find("block table of 2 pages per sequence holds fewer than max_seq_len 100"),
-            std::string::npos)
+  EXPECT_NE(
+      sb.message().find("block table of 2 pages per sequence holds fewer than max_seq_len 100"),
+      std::string::npos)
       << sb.message();
 }
 

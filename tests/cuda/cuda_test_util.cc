@@ -42,7 +42,8 @@ HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads,
   c.page_size = page_size;
   c.seq_lens = seq_lens;
   c.page_indptr.push_back(0);
-  for (int32_t len : seq_lens) c.page_indptr.push_back(c.page_indptr.back() + (len + page_size - 1) / page_size);
+  for (int32_t len : seq_lens)
+    c.page_indptr.push_back(c.page_indptr.back() + (len + page_size - 1) / page_size);
   c.n_pages = c.page_indptr.back() + 3;  // a few pages no sequence uses
   std::vector<int32_t> perm(c.n_pages);
   std::iota(perm.begin(), perm.end(), 0);
@@ -62,12 +63,13 @@ HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads,
 std::vector<int32_t> block_table(const HostPagedCache& h, int extra, int32_t pad) {
   const size_t n = h.seq_lens.size();
   int max_pages = 0;
-  for (size_t s = 0; s < n; ++s) max_pages = std::max(max_pages, h.page_indptr[s + 1] - h.page_indptr[s]);
+  for (size_t s = 0; s < n; ++s)
+    max_pages = std::max(max_pages, h.page_indptr[s + 1] - h.page_indptr[s]);
   const int stride = max_pages + extra;
   std::vector<int32_t> t(n * stride, pad);
   for (size_t s = 0; s < n; ++s)
-    std::copy(h.page_indices.begin() + h.page_indptr[s], h.page_indices.begin() + h.page_indptr[s + 1],
-              t.begin() + s * stride);
+    std::copy(h.page_indices.begin() + h.page_indptr[s],
+              h.page_indices.begin() + h.page_indptr[s + 1], t.begin() + s * stride);
   return t;
 }
 

@@ -28,14 +28,29 @@ void fill_row(float* x, int d, int kind, std::mt19937& rng) {
   std::normal_distribution<float> n01(0.0f, 1.0f);
   for (int i = 0; i < d; ++i) x[i] = n01(rng);
   switch (kind % 8) {
-    case 1: for (int i = 0; i < d; ++i) x[i] = 7.0f + 0.01f * x[i]; break;       // mean offset
-    case 2: for (int i = 0; i < 32; ++i) x[i] = 0.25f; break;                     // constant group
-    case 3: for (int i = 0; i < d; ++i) x[i] *= 1e-6f; break;                     // subnormal scales
-    case 4: x[3] = std::numeric_limits<float>::quiet_NaN(), x[40 % d] = INFINITY, x[7] = -INFINITY; break;
-    case 5: for (int i = 0; i < d; ++i) x[i] *= (i % 9 == 0) ? 3000.0f : 1.0f; break;  // outlier channels
-    case 6: for (int i = 0; i < d; ++i) x[i] = (i % 2) ? -0.0f : 0.0f; break;     // all (signed) zero
-    case 7: for (int i = 0; i < d; ++i) x[i] *= 1e5f; break;                      // past fp16 range
-    default: break;
+    case 1:
+      for (int i = 0; i < d; ++i) x[i] = 7.0f + 0.01f * x[i];
+      break;  // mean offset
+    case 2:
+      for (int i = 0; i < 32; ++i) x[i] = 0.25f;
+      break;  // constant group
+    case 3:
+      for (int i = 0; i < d; ++i) x[i] *= 1e-6f;
+      break;  // subnormal scales
+    case 4:
+      x[3] = std::numeric_limits<float>::quiet_NaN(), x[40 % d] = INFINITY, x[7] = -INFINITY;
+      break;
+    case 5:
+      for (int i = 0; i < d; ++i) x[i] *= (i % 9 == 0) ? 3000.0f : 1.0f;
+      break;  // outlier channels
+    case 6:
+      for (int i = 0; i < d; ++i) x[i] = (i % 2) ? -0.0f : 0.0f;
+      break;  // all (signed) zero
+    case 7:
+      for (int i = 0; i < d; ++i) x[i] *= 1e5f;
+      break;  // past fp16 range
+    default:
+      break;
   }
 }
 
@@ -57,12 +72,15 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16,
     fill_row(&k[(size_t)r * d], d, r, rng);
     fill_row(&v[(size_t)r * d], d, r + 3, rng);
   }
-  // Reference over cache rows: input row h.slot_row(slot, h) (head-major pages) = token's row for h.
+  // Reference over cache rows: input row h.slot_row(slot, h) (head-major pages) = token's row for
+  // h.
   std::vector<float> k_rows((size_t)rows * d, 0.0f), v_rows(k_rows.size(), 0.0f);
   for (int t = 0; t < n_tokens; ++t) {
     for (int hh = 0; slots[t] >= 0 && hh < n_kv; ++hh) {
-      std::copy_n(&k[((size_t)t * n_kv + hh) * d], d, &k_rows[(size_t)h.slot_row(slots[t], hh) * d]);
-      std::copy_n(&v[((size_t)t * n_kv + hh) * d], d, &v_rows[(size_t)h.slot_row(slots[t], hh) * d]);
+      std::copy_n(&k[((size_t)t * n_kv + hh) * d], d,
+                  &k_rows[(size_t)h.slot_row(slots[t], hh) * d]);
+      std::copy_n(&v[((size_t)t * n_kv + hh) * d], d,
+                  &v_rows[(size_t)h.slot_row(slots[t], hh) * d]);
     }
   }
   HostPagedCache ref = h;
@@ -75,13 +93,15 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16,
   ep.n_rows = rows;
   ep.k = k_rows.data();
   ep.v = v_rows.data();
-  ep.out = kernels::kv_planes_separate(layout, ref.k_data.data(), ref.v_data.data(), ref.k_scale.data(),
-                                       ref.k_zero.data(), ref.v_scale.data(), nullptr);
+  ep.out =
+      kernels::kv_planes_separate(layout, ref.k_data.data(), ref.v_data.data(), ref.k_scale.data(),
+                                  ref.k_zero.data(), ref.v_scale.data(), nullptr);
   kernels::kvcodec_encode_ref(ep);
 
   DevicePagedCache dev;
   dev.upload(h);
-  for (auto* b : {&dev.k_data, &dev.v_data}) b->fill_bytes(0xa5);  // poison: unmapped rows must keep it
+  for (auto* b : {&dev.k_data, &dev.v_data})
+    b->fill_bytes(0xa5);  // poison: unmapped rows must keep it
   for (auto* b : {&dev.k_scale, &dev.k_zero, &dev.v_scale}) b->fill_bytes(0xa5);
   DeviceBuffer<float> dk, dv;
   DeviceBuffer<int32_t> dslots;
@@ -102,14 +122,15 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16,
   for (int t = 0; t < n_tokens; ++t) {
     for (int hh = 0; slots[t] >= 0 && hh < n_kv; ++hh) mapped[h.slot_row(slots[t], hh)] = true;
   }
-  auto compare = [&](const auto& got, const auto& want, int per_row, const char* plane, bool written = true) {
+  auto compare = [&](const auto& got, const auto& want, int per_row, const char* plane,
+                     bool written = true) {
     for (int64_t r = 0; r < rows; ++r) {
       for (int i = 0; i < per_row; ++i) {
         const size_t at = (size_t)r * per_row + i;
         const uint32_t poison = sizeof(got[0]) == 1 ? 0xa5u : 0xa5a5u;
         const uint32_t w = mapped[r] && written ? (uint32_t)want[at] : poison;
         ASSERT_EQ((uint32_t)got[at], w) << format_name(f) << " plane " << plane << " row " << r
-                                         << (mapped[r] ? "" : " (unmapped)") << " elem " << i;
+                                        << (mapped[r] ? "" : " (unmapped)") << " elem " << i;
       }
     }
   };
@@ -149,8 +170,9 @@ TEST(KvcodecCuda, EncodeBitExactWithReferenceOnRandomData) {
 TEST(KvcodecCuda, EncodeKOnlyAndVOnly) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(7);
-  for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 8, true, 64},
-                                 PagedKvFormat{false, 3, 2, true, 512}, PagedKvFormat{true, 16, 16, false, 128}}) {
+  for (const PagedKvFormat& f :
+       {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 8, true, 64},
+        PagedKvFormat{false, 3, 2, true, 512}, PagedKvFormat{true, 16, 16, false, 128}}) {
     for (const bool k_only : {true, false}) {
       SCOPED_TRACE(format_name(f) + (k_only ? "/k only" : "/v only"));
       check_format(f, rng, 16, k_only, !k_only);
@@ -164,7 +186,8 @@ TEST(KvcodecCuda, EncodePageSizes) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(99);
   for (int ps : {1, 8, 32, 64}) {
-    for (const PagedKvFormat& f : {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 64}}) {
+    for (const PagedKvFormat& f :
+         {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 64}}) {
       SCOPED_TRACE(format_name(f) + "/ps" + std::to_string(ps));
       check_format(f, rng, ps);
       if (HasFatalFailure()) return;
@@ -177,7 +200,8 @@ TEST(KvcodecCuda, EncodeMatchesGoldens) {
   TKV_SKIP_WITHOUT_GPU();
   // $TKV_SHARED_DIR overrides the configured path (the GPU machine gets a copy).
   const char* env = std::getenv("TKV_SHARED_DIR");
-  const std::string path = std::string(env ? env : TKV_SHARED_DIR) + "/goldens/turboquant_vectors.json";
+  const std::string path =
+      std::string(env ? env : TKV_SHARED_DIR) + "/goldens/turboquant_vectors.json";
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << "missing " << path;
   const nlohmann::json j = nlohmann::json::parse(in);
@@ -209,16 +233,22 @@ TEST(KvcodecCuda, EncodeMatchesGoldens) {
         p.slot_mapping = ds.get();
         ASSERT_TRUE(kernels::kvcodec_encode_cuda(p).ok());
         const auto kd = dev.k_data.download(), vd = dev.v_data.download();
-        const auto ks = dev.k_scale.download(), kz = dev.k_zero.download(), vs = dev.v_scale.download();
+        const auto ks = dev.k_scale.download(), kz = dev.k_zero.download(),
+                   vs = dev.v_scale.download();
         const int64_t row = h.slot_row(slot, 0);
         for (int i = 0; i < f.k_row_bytes(); ++i)
-          ASSERT_EQ(kd[row * f.k_row_bytes() + i], kg["packed_u8"][i].get<int>()) << kname << " d" << d << " byte " << i;
+          ASSERT_EQ(kd[row * f.k_row_bytes() + i], kg["packed_u8"][i].get<int>())
+              << kname << " d" << d << " byte " << i;
         for (int i = 0; i < f.v_row_bytes(); ++i)
-          ASSERT_EQ(vd[row * f.v_row_bytes() + i], vg["packed_u8"][i].get<int>()) << vname << " d" << d << " byte " << i;
+          ASSERT_EQ(vd[row * f.v_row_bytes() + i], vg["packed_u8"][i].get<int>())
+              << vname << " d" << d << " byte " << i;
         for (int g = 0; g < d / 32; ++g) {
-          ASSERT_EQ(f16_to_f32(ks[row * (d / 32) + g]), (float)kg["scale_fp16"][g].get<double>()) << kname << " g" << g;
-          ASSERT_EQ(f16_to_f32(kz[row * (d / 32) + g]), (float)kg["zero_fp16"][g].get<double>()) << kname << " g" << g;
-          ASSERT_EQ(f16_to_f32(vs[row * (d / 32) + g]), (float)vg["scale_fp16"][g].get<double>()) << vname << " g" << g;
+          ASSERT_EQ(f16_to_f32(ks[row * (d / 32) + g]), (float)kg["scale_fp16"][g].get<double>())
+              << kname << " g" << g;
+          ASSERT_EQ(f16_to_f32(kz[row * (d / 32) + g]), (float)kg["zero_fp16"][g].get<double>())
+              << kname << " g" << g;
+          ASSERT_EQ(f16_to_f32(vs[row * (d / 32) + g]), (float)vg["scale_fp16"][g].get<double>())
+              << vname << " g" << g;
         }
         ++checked;
       }

@@ -40,7 +40,8 @@ const SchemeResult* find(const EvalReport& r, const std::string& scheme) {
 
 TEST(EvalSmoke, ServingKlOnSmolLm2) {
   const std::string data = std::string(TKV_SHARED_DIR) + "/data/wikitext-2-raw-test.txt";
-  if (!std::filesystem::exists(model_path())) GTEST_SKIP() << "SmolLM2 not found at " << model_path();
+  if (!std::filesystem::exists(model_path()))
+    GTEST_SKIP() << "SmolLM2 not found at " << model_path();
   if (!std::filesystem::exists(data)) GTEST_SKIP() << "corpus not found at " << data;
   EvalOptions o;
   o.protocol = Protocol::kServingKl;

@@ -52,7 +52,8 @@ TEST(Kl, FullVocabTruncationIsExact) {
   std::vector<uint8_t> scratch;
   const PositionScore s = score_position(d, q.data(), nv, &scratch);
   const double exact = kl_exact(p.data(), q.data(), nv);
-  // Stored log-probs are fp32: each term is off by <= 2^-24 * |log p| (|log p| < 40 here), weighted by p.
+  // Stored log-probs are fp32: each term is off by <= 2^-24 * |log p| (|log p| < 40 here), weighted
+  // by p.
   const double tol = 40.0 * std::ldexp(1.0, -24) * 2;
   EXPECT_NEAR(s.kl, exact, tol) << "truncated " << s.kl << " exact " << exact;
   EXPECT_GT(exact, 0.0);
@@ -73,7 +74,8 @@ TEST(Kl, TruncationIsALowerBoundAndCloseAtHighMass) {
     EXPECT_NEAR(s.kept_mass + d.tail_mass, 1.0, 40.0 * std::ldexp(1.0, -24));
     // Data-processing inequality (plus the fp32 rounding bound of the test above).
     EXPECT_LE(s.kl, exact + 1e-5) << "mass " << mass;
-    // With perturbations of one size on every token the lost part is about tail_mass * KL (10x for spread).
+    // With perturbations of one size on every token the lost part is about tail_mass * KL (10x for
+    // spread).
     if (mass >= 0.999) {
       EXPECT_GT(s.kl, exact * (1.0 - 10 * d.tail_mass) - 1e-5);
     }
@@ -129,8 +131,14 @@ TEST(BaseLogits, RoundTripAndKeyCheck) {
 }
 
 TEST(CurveSchema, AcceptsValidRejectsBroken) {
-  nlohmann::json row = {{"engine", "turbokv"}, {"model", "m"}, {"protocol", "serving-kl"}, {"scheme", "bf16"},
-                        {"bits_per_elem", 16.0}, {"kl", 0.0}, {"ppl", 10.0}, {"top1", 1.0}};
+  nlohmann::json row = {{"engine", "turbokv"},
+                        {"model", "m"},
+                        {"protocol", "serving-kl"},
+                        {"scheme", "bf16"},
+                        {"bits_per_elem", 16.0},
+                        {"kl", 0.0},
+                        {"ppl", 10.0},
+                        {"top1", 1.0}};
   EXPECT_EQ(check_curve_schema({{"rows", {row}}}), "");
   nlohmann::json bad = row;
   bad.erase("kl");

@@ -10,7 +10,8 @@
 #include "io/gguf.h"
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  tkv::set_log_level(tkv::LogLevel::kError);  // the *_or getters warn on type mismatches: noise here
+  tkv::set_log_level(
+      tkv::LogLevel::kError);  // the *_or getters warn on type mismatches: noise here
   return 0;
 }
 

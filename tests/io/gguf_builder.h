@@ -50,8 +50,8 @@ class GgufBuilder {
     alignment_ = a;
     return kv("general.alignment", 4, a);
   }
-  GgufBuilder& tensor(const std::string& name, std::vector<int64_t> shape, uint32_t type_id, std::vector<uint8_t> data,
-                      std::optional<uint64_t> offset = std::nullopt) {
+  GgufBuilder& tensor(const std::string& name, std::vector<int64_t> shape, uint32_t type_id,
+                      std::vector<uint8_t> data, std::optional<uint64_t> offset = std::nullopt) {
     tensors_.push_back({name, std::move(shape), type_id, std::move(data), offset});
     return *this;
   }
@@ -77,9 +77,11 @@ class GgufBuilder {
     b.resize(align(b.size()), 0);
     const size_t data_start = b.size();
     for (size_t i = 0; i < tensors_.size(); ++i) {
-      if (offsets[i] > (uint64_t{1} << 20)) continue;  // hostile far offset: its data is simply absent
+      if (offsets[i] > (uint64_t{1} << 20))
+        continue;  // hostile far offset: its data is simply absent
       b.resize(std::max(b.size(), data_start + offsets[i] + tensors_[i].data.size()), 0);
-      std::memcpy(b.data() + data_start + offsets[i], tensors_[i].data.data(), tensors_[i].data.size());
+      std::memcpy(b.data() + data_start + offsets[i], tensors_[i].data.data(),
+                  tensors_[i].data.size());
     }
     return b;
   }

@@ -28,12 +28,19 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
 // Every scalar type, string, numeric/bool/string arrays, a nested array, two tensors.
 GgufBuilder full_builder(uint32_t version) {
   GgufBuilder g(version);
-  g.kv("t.u8", 0, uint8_t{200}).kv("t.i8", 1, int8_t{-100}).kv("t.u16", 2, uint16_t{60000}).kv("t.i16", 3, int16_t{-30000});
+  g.kv("t.u8", 0, uint8_t{200})
+      .kv("t.i8", 1, int8_t{-100})
+      .kv("t.u16", 2, uint16_t{60000})
+      .kv("t.i16", 3, int16_t{-30000});
   g.kv("t.u32", 4, uint32_t{4000000000u}).kv("t.i32", 5, int32_t{-2000000000}).kv("t.f32", 6, 1.5f);
-  g.kv("t.bool", 7, uint8_t{1}).kv_string("general.architecture", "llama").kv("t.u64", 10, uint64_t{1} << 60);
+  g.kv("t.bool", 7, uint8_t{1})
+      .kv_string("general.architecture", "llama")
+      .kv("t.u64", 10, uint64_t{1} << 60);
   g.kv("t.i64", 11, int64_t{-(int64_t{1} << 60)}).kv("t.f64", 12, 0.1);
-  g.kv_array("t.arr_i32", 5, std::vector<int32_t>{1, -2, 3}).kv_array("t.arr_f32", 6, std::vector<float>{0.5f, -0.25f});
-  g.kv_array("t.arr_bool", 7, std::vector<uint8_t>{0, 1, 1}).kv_array("t.arr_u64", 10, std::vector<uint64_t>{});
+  g.kv_array("t.arr_i32", 5, std::vector<int32_t>{1, -2, 3})
+      .kv_array("t.arr_f32", 6, std::vector<float>{0.5f, -0.25f});
+  g.kv_array("t.arr_bool", 7, std::vector<uint8_t>{0, 1, 1})
+      .kv_array("t.arr_u64", 10, std::vector<uint64_t>{});
   g.kv_string_array("t.strings", {"a", "", "héllo"});
   // [[1,2],[strings "x"]]: array of arrays, skipped safely.
   std::vector<uint8_t> nested;
@@ -115,13 +122,14 @@ TEST(Gguf, GetterErrors) {
   EXPECT_EQ(f.get_u64("missing").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(f.get_u64("t.i8").status().code(), StatusCode::kInvalidArgument);   // negative
   EXPECT_EQ(f.get_u64("t.f32").status().code(), StatusCode::kInvalidArgument);  // float
-  EXPECT_EQ(f.get_i64("t.u64").value(), int64_t{1} << 60);                     // fits
+  EXPECT_EQ(f.get_i64("t.u64").value(), int64_t{1} << 60);                      // fits
   EXPECT_EQ(f.get_f64("t.i32").value(), -2000000000.0);                         // ints widen
   EXPECT_EQ(f.get_bool("t.u8").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(f.get_string("t.strings").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(f.get_string_array("t.arr_i32").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(f.get_number_array("t.strings").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(f.get_string("t.u8").status().message().find("[gguf] g: key 't.u8' has type u8"), std::string::npos)
+  EXPECT_NE(f.get_string("t.u8").status().message().find("[gguf] g: key 't.u8' has type u8"),
+            std::string::npos)
       << f.get_string("t.u8").status().message();
   EXPECT_EQ(f.get_u64_or("missing", 7), 7u);
   EXPECT_EQ(f.get_u64_or("t.u32", 7), 4000000000u);
@@ -139,7 +147,9 @@ TEST(Gguf, I64GetterRejectsHugeUnsigned) {
 
 TEST(Gguf, CustomAlignment) {
   GgufBuilder g;
-  g.alignment(64).tensor("a", {5}, 0, f32_bytes({1, 2, 3, 4, 5})).tensor("b", {1}, 0, f32_bytes({9}));
+  g.alignment(64)
+      .tensor("a", {5}, 0, f32_bytes({1, 2, 3, 4, 5}))
+      .tensor("b", {1}, 0, f32_bytes({9}));
   const std::vector<uint8_t> img = g.build();
   auto r = GgufFile::parse(img.data(), img.size());
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -153,14 +163,17 @@ TEST(Gguf, TruncationAtEveryByteFails) {
   const std::vector<uint8_t> img = full_builder(3).build();
   ASSERT_TRUE(GgufFile::parse(img.data(), img.size()).ok());
   for (size_t n = 0; n < img.size(); ++n) {
-    std::vector<uint8_t> cut(img.begin(), img.begin() + static_cast<std::ptrdiff_t>(n));  // exact-size copy: ASan sees overreads
+    std::vector<uint8_t> cut(
+        img.begin(),
+        img.begin() + static_cast<std::ptrdiff_t>(n));  // exact-size copy: ASan sees overreads
     auto r = GgufFile::parse(cut.data(), cut.size(), "cut");
     ASSERT_FALSE(r.ok()) << "prefix of " << n << " bytes parsed";
     ASSERT_EQ(r.status().message().rfind("[gguf] cut: ", 0), 0u) << r.status().message();
   }
 }
 
-// Random byte flips must never crash, hang or read out of bounds (ASan/UBSan presets check the last two).
+// Random byte flips must never crash, hang or read out of bounds (ASan/UBSan presets check the last
+// two).
 TEST(Gguf, RandomCorruptionNeverCrashes) {
   const std::vector<uint8_t> img = full_builder(3).build();
   std::mt19937 rng(1234);
@@ -206,28 +219,52 @@ std::vector<Hostile> hostile_cases() {
   c.push_back({"huge n_tensors", patched(ok, 8, uint64_t{1} << 62, 8), "tensor count"});
   c.push_back({"huge n_kv", patched(ok, 16, ~uint64_t{0}, 8), "metadata count"});
   c.push_back({"key len > file", patched(ok, 24, uint64_t{1} << 40, 8), "string length"});
-  c.push_back({"bad value type", GgufBuilder().kv("k", 13, uint8_t{0}).build(), "unknown value type id 13"});
-  c.push_back({"bad array elem type", GgufBuilder().kv_array("k", 77, std::vector<uint8_t>{}).build(), "element type id 77"});
-  c.push_back({"huge array", GgufBuilder().kv_raw("k", 9, {4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}).build(), "cannot fit"});
-  c.push_back({"string len > file", GgufBuilder().kv_raw("k", 8, {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}).build(), "string length"});
+  c.push_back({"bad value type", GgufBuilder().kv("k", 13, uint8_t{0}).build(),
+               "unknown value type id 13"});
+  c.push_back({"bad array elem type",
+               GgufBuilder().kv_array("k", 77, std::vector<uint8_t>{}).build(),
+               "element type id 77"});
+  c.push_back(
+      {"huge array",
+       GgufBuilder().kv_raw("k", 9, {4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}).build(),
+       "cannot fit"});
+  c.push_back({"string len > file",
+               GgufBuilder().kv_raw("k", 8, {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}).build(),
+               "string length"});
   c.push_back({"bool 2", GgufBuilder().kv("k", 7, uint8_t{2}).build(), "neither 0 nor 1"});
-  c.push_back({"dup key", GgufBuilder().kv("k", 0, uint8_t{1}).kv("k", 0, uint8_t{2}).build(), "duplicate key"});
+  c.push_back({"dup key", GgufBuilder().kv("k", 0, uint8_t{1}).kv("k", 0, uint8_t{2}).build(),
+               "duplicate key"});
   c.push_back({"empty key", GgufBuilder().kv("", 0, uint8_t{1}).build(), "empty key"});
-  c.push_back({"alignment 48", GgufBuilder().kv("general.alignment", 4, uint32_t{48}).build(), "not a power of two"});
-  c.push_back({"alignment 0", GgufBuilder().kv("general.alignment", 4, uint32_t{0}).build(), "not a power of two"});
-  c.push_back({"alignment u64", GgufBuilder().kv("general.alignment", 10, uint64_t{32}).build(), "expected u32"});
+  c.push_back({"alignment 48", GgufBuilder().kv("general.alignment", 4, uint32_t{48}).build(),
+               "not a power of two"});
+  c.push_back({"alignment 0", GgufBuilder().kv("general.alignment", 4, uint32_t{0}).build(),
+               "not a power of two"});
+  c.push_back({"alignment u64", GgufBuilder().kv("general.alignment", 10, uint64_t{32}).build(),
+               "expected u32"});
   c.push_back({"n_dims 5", GgufBuilder().tensor("t", {1, 1, 1, 1, 4}, 0, f32).build(), "n_dims 5"});
   c.push_back({"negative dim", GgufBuilder().tensor("t", {4, -1}, 0, f32).build(), "negative"});
-  c.push_back({"dims overflow", GgufBuilder().tensor("t", {int64_t{1} << 40, int64_t{1} << 40}, 0, f32).build(), "overflows"});
-  c.push_back({"bytes overflow", GgufBuilder().tensor("t", {int64_t{1} << 62}, 0, f32).build(), "byte size of"});
-  c.push_back({"huge tensor", GgufBuilder().tensor("t", {int64_t{1} << 40}, 0, f32).build(), "past the end"});
-  c.push_back({"bad ggml type", GgufBuilder().tensor("t", {4}, 99, f32).build(), "unknown ggml type id 99"});
-  c.push_back({"row % block", GgufBuilder().tensor("t", {33}, 2, std::vector<uint8_t>(36)).build(), "not a multiple of the q4_0 block"});
+  c.push_back({"dims overflow",
+               GgufBuilder().tensor("t", {int64_t{1} << 40, int64_t{1} << 40}, 0, f32).build(),
+               "overflows"});
+  c.push_back({"bytes overflow", GgufBuilder().tensor("t", {int64_t{1} << 62}, 0, f32).build(),
+               "byte size of"});
+  c.push_back({"huge tensor", GgufBuilder().tensor("t", {int64_t{1} << 40}, 0, f32).build(),
+               "past the end"});
+  c.push_back({"bad ggml type", GgufBuilder().tensor("t", {4}, 99, f32).build(),
+               "unknown ggml type id 99"});
+  c.push_back({"row % block", GgufBuilder().tensor("t", {33}, 2, std::vector<uint8_t>(36)).build(),
+               "not a multiple of the q4_0 block"});
   c.push_back({"data past end", GgufBuilder().tensor("t", {8}, 0, f32).build(), "past the end"});
-  c.push_back({"offset past end", GgufBuilder().tensor("t", {4}, 0, f32, uint64_t{1} << 50).build(), "past the end"});
-  c.push_back({"misaligned", GgufBuilder().tensor("t", {1}, 0, f32, 4).build(), "not a multiple of the alignment"});
-  c.push_back({"overlap", GgufBuilder().tensor("a", {4}, 0, f32).tensor("b", {4}, 0, f32, 0).build(), "overlap"});
-  c.push_back({"dup tensor", GgufBuilder().tensor("a", {1}, 0, f32).tensor("a", {1}, 0, f32).build(), "duplicate tensor"});
+  c.push_back({"offset past end", GgufBuilder().tensor("t", {4}, 0, f32, uint64_t{1} << 50).build(),
+               "past the end"});
+  c.push_back({"misaligned", GgufBuilder().tensor("t", {1}, 0, f32, 4).build(),
+               "not a multiple of the alignment"});
+  c.push_back({"overlap",
+               GgufBuilder().tensor("a", {4}, 0, f32).tensor("b", {4}, 0, f32, 0).build(),
+               "overlap"});
+  c.push_back({"dup tensor",
+               GgufBuilder().tensor("a", {1}, 0, f32).tensor("a", {1}, 0, f32).build(),
+               "duplicate tensor"});
   std::vector<uint8_t> deep;  // 20 levels of array-of-array
   for (int i = 0; i < 20; ++i) {
     GgufBuilder::put(&deep, uint32_t{9});
@@ -245,14 +282,16 @@ TEST(Gguf, HostileImagesGiveClearErrors) {
     ASSERT_FALSE(r.ok()) << h.name << " parsed";
     const std::string& msg = r.status().message();
     EXPECT_EQ(msg.rfind("[gguf] hostile: ", 0), 0u) << h.name << ": " << msg;
-    EXPECT_NE(msg.find(h.expect), std::string::npos) << h.name << ": '" << msg << "' lacks '" << h.expect << "'";
+    EXPECT_NE(msg.find(h.expect), std::string::npos)
+        << h.name << ": '" << msg << "' lacks '" << h.expect << "'";
   }
 }
 
 TEST(Gguf, OpenMissingFile) {
   auto r = GgufFile::open("/nonexistent/model.gguf");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message().rfind("[gguf] /nonexistent/model.gguf: ", 0), 0u) << r.status().message();
+  EXPECT_EQ(r.status().message().rfind("[gguf] /nonexistent/model.gguf: ", 0), 0u)
+      << r.status().message();
 }
 
 // Seeds of the fuzz corpus were written by gguf-py's GGUFWriter (tests/fuzz/make_seeds.py):
@@ -277,7 +316,8 @@ std::string models_dir() {
 
 TEST(GgufReal, SmolLM2) {
   const std::string path = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent (scripts/fetch-models smollm2)";
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << path << " absent (scripts/fetch-models smollm2)";
   auto r = GgufFile::open(path);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const GgufFile& f = **r;
@@ -300,7 +340,9 @@ TEST(GgufReal, SmolLM2) {
   uint32_t src_len;
   std::memcpy(&src_len, fx.data() + 20, 4);
   const std::string src(reinterpret_cast<const char*>(fx.data() + 24), src_len);
-  ASSERT_NE(src.find("SmolLM2-135M-Instruct.Q4_1.gguf:token_embd.weight rows 0,"), std::string::npos) << src;
+  ASSERT_NE(src.find("SmolLM2-135M-Instruct.Q4_1.gguf:token_embd.weight rows 0,"),
+            std::string::npos)
+      << src;
   const size_t row_bytes = ggml::row_bytes(ggml::Type::kQ8_0, 576);
   ASSERT_GE(fx.size(), 24 + src_len + row_bytes);
   EXPECT_EQ(std::memcmp(embd->data, fx.data() + 24 + src_len, row_bytes), 0);
@@ -330,14 +372,18 @@ TEST_P(GgufRealModel, HeaderAndTensors) {
   EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens").value().size(), m.n_vocab);
   const uint8_t* data_section = f.tensors()[0].data - f.tensors()[0].offset;
   for (const GgufTensorInfo& t : f.tensors()) {
-    EXPECT_EQ(t.n_bytes, ggml::row_bytes(t.type, t.shape[0]) * static_cast<size_t>(t.n_elems() / t.shape[0])) << t.name;
+    EXPECT_EQ(t.n_bytes,
+              ggml::row_bytes(t.type, t.shape[0]) * static_cast<size_t>(t.n_elems() / t.shape[0]))
+        << t.name;
     EXPECT_EQ(t.data - t.offset, data_section) << t.name;  // one data section for all tensors
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Local, GgufRealModel,
-                         ::testing::Values(RealModel{"gemma-3-270m-q4_k_m.gguf", "gemma3", 18, 236, 262144},
-                                           RealModel{"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2", 28, 339, 151936}),
+                         ::testing::Values(RealModel{"gemma-3-270m-q4_k_m.gguf", "gemma3", 18, 236,
+                                                     262144},
+                                           RealModel{"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                                                     "qwen2", 28, 339, 151936}),
                          [](const auto& p) { return std::string(p.param.arch); });
 
 }  // namespace

@@ -49,7 +49,8 @@ void run_case(const Case& c, ThreadPool& pool) {
     std::vector<float> q(static_cast<size_t>(n * n_heads * c.head_dim));
     for (auto& x : q) x = nd(rng);
     std::vector<float> out(q.size()), ref(q.size());
-    kernels::AttnArgs a{q.data(), out.data(), n, n_heads, pos0, c.window, 1.0f / std::sqrt(float(c.head_dim))};
+    kernels::AttnArgs a{
+        q.data(), out.data(), n, n_heads, pos0, c.window, 1.0f / std::sqrt(float(c.head_dim))};
     kv.attend(0, *seq, a, pool);
     kv.commit(*seq, n);
     a.out = ref.data();
@@ -63,8 +64,9 @@ void run_case(const Case& c, ThreadPool& pool) {
       const double e = std::fabs(out[i] - ref[i]);
       if (e > max_err) max_err = e, at = i;
     }
-    EXPECT_LT(max_err, 2e-4) << "hd " << c.head_dim << " kvh " << c.n_kv_heads << " group " << c.group << " ctx "
-                             << c.n_ctx << " window " << c.window << " step " << step << " at " << at;
+    EXPECT_LT(max_err, 2e-4) << "hd " << c.head_dim << " kvh " << c.n_kv_heads << " group "
+                             << c.group << " ctx " << c.n_ctx << " window " << c.window << " step "
+                             << step << " at " << at;
   }
 }
 
@@ -72,8 +74,7 @@ TEST(Bf16Cache, AttentionMatchesReference) {
   ThreadPool pool(2);
   for (int hd : {64, 128, 256})
     for (int group : {1, 3, 4, 8})
-      for (int64_t n_ctx : {1, 15, 17, 100})
-        run_case({hd, 2, group, n_ctx, 0}, pool);
+      for (int64_t n_ctx : {1, 15, 17, 100}) run_case({hd, 2, group, n_ctx, 0}, pool);
   for (int64_t window : {1, 5, 16, 33}) run_case({64, 1, 4, 80, window}, pool);
 }
 

@@ -28,7 +28,8 @@ std::string model_path() {
   return std::string(home ? home : ".") + "/.cache/turbokv/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-std::unique_ptr<runtime::Engine> engine(const std::string& scheme, kv::AttnPath path = kv::AttnPath::kFused,
+std::unique_ptr<runtime::Engine> engine(const std::string& scheme,
+                                        kv::AttnPath path = kv::AttnPath::kFused,
                                         int64_t quant_start = 0) {
   runtime::EngineOptions o;
   o.model_path = model_path();
@@ -66,10 +67,10 @@ std::vector<int32_t> greedy(runtime::Engine& e, const std::vector<int32_t>& prom
 }
 
 struct Closeness {
-  double mean_kl = 0;   // mean KL(ref || got) over the scored positions
-  int wide = 0;         // positions whose reference top-1 margin >= kMargin
-  int wide_agree = 0;   // ... of which the candidate's top-1 matches
-  int agree = 0, n = 0; // top-1 agreement over all scored positions
+  double mean_kl = 0;    // mean KL(ref || got) over the scored positions
+  int wide = 0;          // positions whose reference top-1 margin >= kMargin
+  int wide_agree = 0;    // ... of which the candidate's top-1 matches
+  int agree = 0, n = 0;  // top-1 agreement over all scored positions
 };
 
 // Wider than twice the largest teacher-forced logit drift seen between two
@@ -97,7 +98,8 @@ std::vector<float> logits_of(runtime::Engine& e, const std::vector<int32_t>& all
 }
 
 // Scores positions [from, n_tok - 1): the distributions predicting tokens from+1..
-Closeness compare(const std::vector<float>& ref, const std::vector<float>& got, int64_t nv, size_t from) {
+Closeness compare(const std::vector<float>& ref, const std::vector<float>& got, int64_t nv,
+                  size_t from) {
   Closeness c;
   const size_t n_tok = ref.size() / nv;
   double kl_sum = 0;
@@ -148,8 +150,8 @@ Closeness vs_bf16(const char* scheme) {
   const auto f = forced_sequence(*bf);
   const int64_t nv = bf->model().config().n_vocab;
   const auto c = compare(logits_of(*bf, f.all), logits_of(*tq, f.all), nv, f.from);
-  std::printf("%s vs bf16: mean KL %.5f, top-1 %d/%d, wide-margin top-1 %d/%d\n", scheme, c.mean_kl, c.agree, c.n,
-              c.wide_agree, c.wide);
+  std::printf("%s vs bf16: mean KL %.5f, top-1 %d/%d, wide-margin top-1 %d/%d\n", scheme, c.mean_kl,
+              c.agree, c.n, c.wide_agree, c.wide);
   return c;
 }
 
@@ -187,7 +189,8 @@ TEST_F(KvE2e, TurboK8v8GreedyFollowsBf16UntilANearTie) {
   const auto lg = logits_of(*bf, all);
   float margin = 0;
   top1(lg.data() + (all.size() - 1) * nv, nv, &margin);
-  std::printf("greedy k8v8 == bf16 for %zu tokens; bf16 top-1 margin at the divergence %.3f\n", i, margin);
+  std::printf("greedy k8v8 == bf16 for %zu tokens; bf16 top-1 margin at the divergence %.3f\n", i,
+              margin);
   EXPECT_GE(i, 8u) << "k8v8 left bf16 within the first 8 tokens";
   EXPECT_LT(margin, kMargin) << "divergence at token " << i << " where bf16 was not near a tie";
 }
@@ -220,7 +223,8 @@ TEST_F(KvE2e, FusedMatchesReferencePath) {
   const struct {
     const char* scheme;
     double max_kl;
-  } cases[] = {{"turbo", 0.06}, {"turbo:k8v8", 0.02}, {"bf16", 0.02}, {"f16", 0.02}, {"turbo:k4v2", -1}};
+  } cases[] = {
+      {"turbo", 0.06}, {"turbo:k8v8", 0.02}, {"bf16", 0.02}, {"f16", 0.02}, {"turbo:k4v2", -1}};
   for (const auto& [scheme, max_kl] : cases) {
     auto fu = engine(scheme, kv::AttnPath::kVerify, 8);
     auto re = engine(scheme, kv::AttnPath::kReference, 8);
@@ -228,11 +232,13 @@ TEST_F(KvE2e, FusedMatchesReferencePath) {
     const auto c = compare(logits_of(*re, f.all), logits_of(*fu, f.all), nv, f.from);
     greedy(*fu, prompt_tokens(*fu), 24);  // decode steps: one query, growing context
     const kv::AttnCheck chk = fu->cache().attn_check();
-    std::printf("%s fused vs reference: %lld calls, max rel err %.3g; logits: mean KL %.6f, top-1 %d/%d, "
-                "wide-margin top-1 %d/%d\n",
-                scheme, static_cast<long long>(chk.calls), chk.max_rel_err, c.mean_kl, c.agree, c.n, c.wide_agree,
-                c.wide);
-    EXPECT_GE(chk.calls, 25 * fu->model().config().n_layers) << scheme;  // 2 prefills + >= 23 decode steps
+    std::printf(
+        "%s fused vs reference: %lld calls, max rel err %.3g; logits: mean KL %.6f, top-1 %d/%d, "
+        "wide-margin top-1 %d/%d\n",
+        scheme, static_cast<long long>(chk.calls), chk.max_rel_err, c.mean_kl, c.agree, c.n,
+        c.wide_agree, c.wide);
+    EXPECT_GE(chk.calls, 25 * fu->model().config().n_layers)
+        << scheme;  // 2 prefills + >= 23 decode steps
     EXPECT_LT(chk.max_rel_err, 1e-5) << scheme;
     if (max_kl < 0) continue;
     EXPECT_LT(c.mean_kl, max_kl) << scheme;
@@ -247,7 +253,8 @@ TEST_F(KvE2e, BadKvQuantIsRefusedWithValidForms) {
     o.cache.scheme = bad;
     auto e = runtime::Engine::create(o);
     ASSERT_FALSE(e.ok()) << bad;
-    EXPECT_NE(e.status().message().find("turbo:k<K>v<V>"), std::string::npos) << e.status().message();
+    EXPECT_NE(e.status().message().find("turbo:k<K>v<V>"), std::string::npos)
+        << e.status().message();
   }
 }
 

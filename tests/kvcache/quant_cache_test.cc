@@ -19,8 +19,8 @@ struct Expect {
 };
 
 // What the cache should store for rows of positions [pos0, pos0+n).
-void expected_rows(const std::string& scheme, int64_t quant_start, int d, int nkv, int64_t pos0, int64_t n,
-                   const float* k, const float* v, Expect* ex) {
+void expected_rows(const std::string& scheme, int64_t quant_start, int d, int nkv, int64_t pos0,
+                   int64_t n, const float* k, const float* v, Expect* ex) {
   const size_t row = static_cast<size_t>(nkv) * d;
   ex->k.resize(static_cast<size_t>(pos0 + n) * row);
   ex->v.resize(ex->k.size());
@@ -29,12 +29,14 @@ void expected_rows(const std::string& scheme, int64_t quant_start, int d, int nk
     float* vo = ex->v.data() + static_cast<size_t>(pos0 + t) * row;
     if (scheme == "f16") {
       for (size_t e = 0; e < row; ++e)
-        ko[e] = f16_to_f32(quant::f16_kv_encode(k[t * row + e])), vo[e] = f16_to_f32(quant::f16_kv_encode(v[t * row + e]));
+        ko[e] = f16_to_f32(quant::f16_kv_encode(k[t * row + e])),
+        vo[e] = f16_to_f32(quant::f16_kv_encode(v[t * row + e]));
       continue;
     }
     if (scheme == "bf16" || pos0 + t < quant_start) {
       for (size_t e = 0; e < row; ++e)
-        ko[e] = bf16_to_f32(f32_to_bf16(k[t * row + e])), vo[e] = bf16_to_f32(f32_to_bf16(v[t * row + e]));
+        ko[e] = bf16_to_f32(f32_to_bf16(k[t * row + e])),
+        vo[e] = bf16_to_f32(f32_to_bf16(v[t * row + e]));
       continue;
     }
     const quant::KvScheme s = quant::parse_kv_scheme(scheme, d).value();
@@ -86,7 +88,8 @@ struct Rig {
     const size_t row = static_cast<size_t>(nkv) * d;
     const int64_t pos0 = fused->seq_len(seq);
     ASSERT_EQ(pos0, ref->seq_len(seq));
-    std::vector<float> k(static_cast<size_t>(n) * row), v(k.size()), q(static_cast<size_t>(n * n_heads * d));
+    std::vector<float> k(static_cast<size_t>(n) * row), v(k.size()),
+        q(static_cast<size_t>(n * n_heads * d));
     for (auto& x : k) x = nd(rng);
     for (auto& x : v) x = nd(rng);
     for (auto& x : q) x = nd(rng);
@@ -97,7 +100,12 @@ struct Rig {
       fused->write(l, seq, pos0, n, k.data(), v.data());
       ref->write(l, seq, pos0, n, k.data(), v.data());
       std::vector<float> of(q.size()), orf(q.size()), oe(q.size());
-      kernels::AttnArgs a{q.data(), of.data(), n, n_heads, pos0, windows[static_cast<size_t>(l)],
+      kernels::AttnArgs a{q.data(),
+                          of.data(),
+                          n,
+                          n_heads,
+                          pos0,
+                          windows[static_cast<size_t>(l)],
                           1.0f / std::sqrt(static_cast<float>(d))};
       fused->attend(l, seq, a, pool);
       a.out = orf.data();
@@ -105,10 +113,12 @@ struct Rig {
       a.out = oe.data();
       kernels::attention_f32_ref(ex->k.data(), ex->v.data(), pos0 + n, nkv, d, a);
       ASSERT_EQ(0, std::memcmp(orf.data(), oe.data(), oe.size() * sizeof(float)))
-          << scheme << " reference path != oracle on expected rows, layer " << l << " pos0 " << pos0;
+          << scheme << " reference path != oracle on expected rows, layer " << l << " pos0 "
+          << pos0;
       TolInputs ti;
       for (float x : ex->v) ti.v_max = std::max(ti.v_max, static_cast<double>(std::fabs(x)));
-      ti.r_max = std::sqrt(static_cast<double>(d)) * ti.v_max;  // ṽ = H(sign v̂)/sqrt(d): |ṽ_e| <= |v̂|_2
+      ti.r_max =
+          std::sqrt(static_cast<double>(d)) * ti.v_max;  // ṽ = H(sign v̂)/sqrt(d): |ṽ_e| <= |v̂|_2
       double kmax = 0, qmax = 0;
       for (float x : ex->k) kmax = std::max(kmax, static_cast<double>(std::fabs(x)));
       for (float x : q) qmax = std::max(qmax, static_cast<double>(std::fabs(x)));
@@ -121,14 +131,16 @@ struct Rig {
         const double e = std::fabs(static_cast<double>(of[i]) - orf[i]);
         if (e > max_err) max_err = e, at = i;
       }
-      EXPECT_LE(max_err, tol) << scheme << " fused vs reference, layer " << l << " pos0 " << pos0 << " at " << at;
+      EXPECT_LE(max_err, tol) << scheme << " fused vs reference, layer " << l << " pos0 " << pos0
+                              << " at " << at;
     }
     fused->commit(seq, n);
     ref->commit(seq, n);
   }
 };
 
-const char* kSchemes[] = {"bf16", "f16", "8", "4", "turbo", "turbo:k8v8", "turbo:k4v3", "turbo:k2v2", "turbo:k5v5"};
+const char* kSchemes[] = {"bf16",       "f16",        "8",          "4",         "turbo",
+                          "turbo:k8v8", "turbo:k4v3", "turbo:k2v2", "turbo:k5v5"};
 
 TEST(QuantCache, PrefillDecodeAndQuantStartBoundary) {
   ThreadPool pool(2);
@@ -170,7 +182,8 @@ TEST(QuantCache, SlidingWindowPagesRotate) {
     Expect ex;
     auto seq = r.fused->create_seq();
     (void)r.ref->create_seq();
-    for (int i = 0; i < 75; ++i) r.step(*seq, 8, &ex, pool);  // 600 tokens through a 5-page window pool
+    for (int i = 0; i < 75; ++i)
+      r.step(*seq, 8, &ex, pool);  // 600 tokens through a 5-page window pool
     if (HasFatalFailure()) return;
     r.fused->trim_seq(*seq, 595);  // within the one-page slack
     r.ref->trim_seq(*seq, 595);
@@ -211,7 +224,9 @@ TEST(QuantCache, ForkTrimFreeAndPageReuse) {
     auto c = r.fused->create_seq();
     ASSERT_TRUE(c.ok());
     // Capacity: max_tokens in the scheme's pool, plus the bf16 prefix below quant_start.
-    const int64_t cap = 128 + (std::string(s) == "bf16" || std::string(s) == "f16" ? 0 : 10);  // float schemes: no prefix
+    const int64_t cap =
+        128 +
+        (std::string(s) == "bf16" || std::string(s) == "f16" ? 0 : 10);  // float schemes: no prefix
     EXPECT_EQ(cap, r.fused->capacity_tokens());
     EXPECT_TRUE(r.fused->reserve(*c, cap).ok()) << s << ": freed pages must be reusable";
     EXPECT_FALSE(r.fused->reserve(*c, cap + 1).ok()) << s << ": capacity exceeded";
@@ -225,7 +240,8 @@ TEST(QuantCache, BytesPerTokenAndNames) {
   o.scheme = "turbo";
   auto c = create_cache(shape, o);
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c.value()->bytes_per_token(), 2u * 4u * 200u);  // spec §1: k8v3 = 200 B per token per kv head at D=128
+  EXPECT_EQ(c.value()->bytes_per_token(),
+            2u * 4u * 200u);  // spec §1: k8v3 = 200 B per token per kv head at D=128
   EXPECT_EQ(c.value()->scheme_name(), "turbo:k8v3");
   o.scheme = "bf16";
   EXPECT_EQ(create_cache(shape, o).value()->bytes_per_token(), 2u * 4u * 512u);
@@ -238,7 +254,8 @@ TEST(QuantCache, BadSchemesAndHeadDims) {
     o.scheme = bad;
     auto c = create_cache(shape, o);
     ASSERT_FALSE(c.ok()) << bad;
-    EXPECT_NE(c.status().message().find("turbo:k<K>v<V>"), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("turbo:k<K>v<V>"), std::string::npos)
+        << c.status().message();
     EXPECT_FALSE(check_kv_scheme_syntax(bad).ok());
   }
   KvShape odd{1, 1, 80, {0}};
@@ -246,11 +263,13 @@ TEST(QuantCache, BadSchemesAndHeadDims) {
   auto c = create_cache(odd, o);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("head_dim 80"), std::string::npos) << c.status().message();
-  EXPECT_NE(c.status().message().find("64, 128, 256, 512"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("64, 128, 256, 512"), std::string::npos)
+      << c.status().message();
   o.scheme = "bf16";
   EXPECT_TRUE(create_cache(odd, o).ok());
   EXPECT_FALSE(parse_attn_path("fast").ok());
-  EXPECT_NE(parse_attn_path("fast").status().message().find("fused | reference | verify"), std::string::npos);
+  EXPECT_NE(parse_attn_path("fast").status().message().find("fused | reference | verify"),
+            std::string::npos);
   ASSERT_TRUE(parse_attn_path("verify").ok());
   EXPECT_EQ(parse_attn_path("verify").value(), AttnPath::kVerify);
   EXPECT_FALSE(parse_swa_mode("f16").ok());

@@ -14,8 +14,8 @@
 namespace tkv {
 namespace {
 
-std::vector<float> logits_of(const std::string& scheme, bool center, const std::string& text, int64_t n_tok,
-                             int64_t* n_vocab) {
+std::vector<float> logits_of(const std::string& scheme, bool center, const std::string& text,
+                             int64_t n_tok, int64_t* n_vocab) {
   runtime::EngineOptions o;
   o.model_path = testing::qwen15_path();
   o.n_threads = 2;
@@ -40,7 +40,8 @@ std::vector<float> logits_of(const std::string& scheme, bool center, const std::
 }
 
 // Mean KL(p || q) over rows and the share of rows with the same argmax.
-std::pair<double, double> compare(const std::vector<float>& p, const std::vector<float>& q, int64_t nv) {
+std::pair<double, double> compare(const std::vector<float>& p, const std::vector<float>& q,
+                                  int64_t nv) {
   const int64_t rows = static_cast<int64_t>(p.size()) / nv;
   double kl = 0, same = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -64,7 +65,8 @@ std::pair<double, double> compare(const std::vector<float>& p, const std::vector
 }
 
 TEST(KeyCentering, ExactForAttentionAndRescuesFourBitKeysOnQwen) {
-  if (!testing::have(testing::qwen15_path())) GTEST_SKIP() << "Qwen2.5-1.5B not fetched (scripts/fetch-models qwen2.5-1.5b)";
+  if (!testing::have(testing::qwen15_path()))
+    GTEST_SKIP() << "Qwen2.5-1.5B not fetched (scripts/fetch-models qwen2.5-1.5b)";
   std::ifstream f(std::string(TKV_SHARED_DIR) + "/data/wikitext-2-raw-test.txt");
   if (!f) GTEST_SKIP() << "corpus missing";
   std::stringstream ss;
@@ -72,19 +74,23 @@ TEST(KeyCentering, ExactForAttentionAndRescuesFourBitKeysOnQwen) {
   const std::string text = ss.str().substr(0, 4000);
   const int64_t n = 96;
   int64_t nv = 0;
-  const auto bf_off = logits_of("bf16", false, text, n, &nv), bf_on = logits_of("bf16", true, text, n, &nv);
-  const auto q_off = logits_of("turbo:k4v3", false, text, n, &nv), q_on = logits_of("turbo:k4v3", true, text, n, &nv);
+  const auto bf_off = logits_of("bf16", false, text, n, &nv),
+             bf_on = logits_of("bf16", true, text, n, &nv);
+  const auto q_off = logits_of("turbo:k4v3", false, text, n, &nv),
+             q_on = logits_of("turbo:k4v3", true, text, n, &nv);
   ASSERT_FALSE(bf_off.empty() || bf_on.empty() || q_off.empty() || q_on.empty());
   const auto [kl_bf, top_bf] = compare(bf_off, bf_on, nv);
   const auto [kl_q_off, top_q_off] = compare(bf_off, q_off, nv);
   const auto [kl_q_on, top_q_on] = compare(bf_on, q_on, nv);
-  std::printf("[key-center] bf16 on vs off: KL %.5f top-1 %.3f | k4v3 vs bf16: off KL %.4f top-1 %.3f, on KL %.4f top-1 %.3f\n",
-              kl_bf, top_bf, kl_q_off, top_q_off, kl_q_on, top_q_on);
+  std::printf(
+      "[key-center] bf16 on vs off: KL %.5f top-1 %.3f | k4v3 vs bf16: off KL %.4f top-1 %.3f, on "
+      "KL %.4f top-1 %.3f\n",
+      kl_bf, top_bf, kl_q_off, top_q_off, kl_q_on, top_q_on);
   // bf16 rounding of k vs k - b_k only (the bias channels are ~2^8, so bf16 rounds them to +-1).
   EXPECT_LT(kl_bf, 1e-2);    // measured 0.0038
   EXPECT_GE(top_bf, 0.90);   // measured 0.948 over 96 positions
-  EXPECT_GT(kl_q_off, 1.0);          // 4-bit keys without centering: broken (measured ~5 nats)
-  EXPECT_LT(kl_q_on, 0.2);           // with centering: measured 0.049
+  EXPECT_GT(kl_q_off, 1.0);  // 4-bit keys without centering: broken (measured ~5 nats)
+  EXPECT_LT(kl_q_on, 0.2);   // with centering: measured 0.049
   EXPECT_LT(kl_q_on, kl_q_off / 10);
 }
 

@@ -24,7 +24,8 @@ TEST(ModelLoad, MissingFile) {
   o.model_path = "/nonexistent/model.gguf";
   auto e = runtime::Engine::create(o);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("model file not found"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("model file not found"), std::string::npos)
+      << e.status().message();
 }
 
 TEST(ModelLoad, NotAGguf) {
@@ -49,8 +50,10 @@ TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
   const auto bytes = b.build();
   auto m = model::Model::load(write_tmp("mamba.gguf", std::string(bytes.begin(), bytes.end())));
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("unsupported architecture 'mamba'"), std::string::npos) << m.status().message();
-  EXPECT_NE(m.status().message().find("llama"), std::string::npos) << "should list the supported ones";
+  EXPECT_NE(m.status().message().find("unsupported architecture 'mamba'"), std::string::npos)
+      << m.status().message();
+  EXPECT_NE(m.status().message().find("llama"), std::string::npos)
+      << "should list the supported ones";
 }
 
 TEST(ModelLoad, MissingHparamIsNamed) {
@@ -60,7 +63,8 @@ TEST(ModelLoad, MissingHparamIsNamed) {
   const auto bytes = b.build();
   auto m = model::Model::load(write_tmp("nohp.gguf", std::string(bytes.begin(), bytes.end())));
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("embedding_length"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("embedding_length"), std::string::npos)
+      << m.status().message();
 }
 
 }  // namespace

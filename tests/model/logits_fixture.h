@@ -11,11 +11,11 @@ namespace tkv::testing {
 
 struct LogitsFixture {
   uint32_t n_pos = 0, k = 0, n_vocab = 0;
-  std::vector<int32_t> ids;           // [n_pos]
-  std::vector<float> lse;             // [n_pos]
-  std::vector<int32_t> top_id;        // [n_pos, k]
-  std::vector<float> top_logit;       // [n_pos, k]
-  std::vector<float> next_logit;      // [n_pos]
+  std::vector<int32_t> ids;       // [n_pos]
+  std::vector<float> lse;         // [n_pos]
+  std::vector<int32_t> top_id;    // [n_pos, k]
+  std::vector<float> top_logit;   // [n_pos, k]
+  std::vector<float> next_logit;  // [n_pos]
 };
 
 inline bool read_logits_fixture(const std::string& path, LogitsFixture* f) {

@@ -26,7 +26,8 @@ struct Agreement {
 // KL(ref || cand) over ref's top-32 tokens plus one lumped tail bucket, and top-1
 // agreement. The same estimator is applied to turbokv and to llama.cpp's other
 // attention path, so the two numbers compare like for like.
-Agreement agree(const testing::LogitsFixture& ref, const std::vector<int32_t>& cand_top1, const LogProbFn& cand) {
+Agreement agree(const testing::LogitsFixture& ref, const std::vector<int32_t>& cand_top1,
+                const LogProbFn& cand) {
   constexpr uint32_t kTop = 32;
   Agreement a;
   for (uint32_t i = 0; i < ref.n_pos; ++i) {
@@ -90,7 +91,8 @@ void check(const std::string& model, const std::string& name, const std::string&
     lse[i] = l[am] + std::log(s);
     ours_top1[i] = static_cast<int32_t>(am);
     alt_top1[i] = alt.top_id[size_t{i} * alt.k];
-    if (i >= ref.n_pos / 2 && i + 1 < ref.n_pos) {  // llama-perplexity scores the second half of a chunk
+    if (i >= ref.n_pos / 2 &&
+        i + 1 < ref.n_pos) {  // llama-perplexity scores the second half of a chunk
       nll_ref += ref.lse[i] - ref.next_logit[i];
       nll_ours += lse[i] - l[ref.ids[i + 1]];
       ++n_scored;
@@ -102,13 +104,17 @@ void check(const std::string& model, const std::string& name, const std::string&
   });
   const Agreement floor = agree(ref, alt_top1, [&](uint32_t i, int32_t id, double* lp) {
     for (uint32_t j = 0; j < alt.k; ++j)
-      if (alt.top_id[size_t{i} * alt.k + j] == id) return *lp = alt.top_logit[size_t{i} * alt.k + j] - alt.lse[i], true;
+      if (alt.top_id[size_t{i} * alt.k + j] == id)
+        return *lp = alt.top_logit[size_t{i} * alt.k + j] - alt.lse[i], true;
     return false;
   });
   const double ppl_ref = std::exp(nll_ref / n_scored), ppl_ours = std::exp(nll_ours / n_scored);
-  std::printf("[parity] %s, %s KV, vs llama.cpp (flash-attn on, f16 KV): turbokv top1 %.4f KL %.3g (max %.3g) | llama.cpp flash-attn off: "
-              "top1 %.4f KL %.3g | chunk-0 ppl llama.cpp %.4f turbokv %.4f\n",
-              name.c_str(), kv.c_str(), ours.top1, ours.mean_kl, ours.max_kl, floor.top1, floor.mean_kl, ppl_ref, ppl_ours);
+  std::printf(
+      "[parity] %s, %s KV, vs llama.cpp (flash-attn on, f16 KV): turbokv top1 %.4f KL %.3g (max "
+      "%.3g) | llama.cpp flash-attn off: "
+      "top1 %.4f KL %.3g | chunk-0 ppl llama.cpp %.4f turbokv %.4f\n",
+      name.c_str(), kv.c_str(), ours.top1, ours.mean_kl, ours.max_kl, floor.top1, floor.mean_kl,
+      ppl_ref, ppl_ours);
   // Targets: the top-1 >= 99 % and KL <= 1e-3, relaxed to llama.cpp's own
   // noise floor (its two attention paths disagree by more than that on these
   // Q4 models): within 25 % (+2e-4) of the floor's KL and 2 points of its top-1.

@@ -20,7 +20,8 @@ std::unique_ptr<runtime::Engine> make(const std::string& scheme = "bf16") {
   return e.ok() ? std::move(e).value() : nullptr;
 }
 
-std::string chat_complete(runtime::Engine& eng, const std::string& user, int n, const sampling::SamplerParams& sp) {
+std::string chat_complete(runtime::Engine& eng, const std::string& user, int n,
+                          const sampling::SamplerParams& sp) {
   auto text = eng.tokenizer().apply_chat_template({{"user", user}}, true);
   EXPECT_TRUE(text.ok());
   auto ids = eng.tokenizer().encode(text.value(), true, true);
@@ -37,7 +38,8 @@ std::string chat_complete(runtime::Engine& eng, const std::string& user, int n, 
 }
 
 TEST(SmolLM2, GreedyChatIsKnownCoherentEnglish) {
-  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch-models smollm2)";
+  if (!testing::have(testing::smollm2_path()))
+    GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch-models smollm2)";
   auto eng = make();
   ASSERT_TRUE(eng);
   sampling::SamplerParams sp;
@@ -47,7 +49,8 @@ TEST(SmolLM2, GreedyChatIsKnownCoherentEnglish) {
 }
 
 TEST(SmolLM2, SeededSamplingIsReproducible) {
-  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch-models smollm2)";
+  if (!testing::have(testing::smollm2_path()))
+    GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch-models smollm2)";
   auto eng = make();
   ASSERT_TRUE(eng);
   sampling::SamplerParams sp;

@@ -24,7 +24,8 @@ TEST(KvScheme, BytesPerTokenMatchGoldenGrid) {
         const KvScheme s{KvKind::kTurbo, k, v, d};
         ASSERT_TRUE(validate_kv_scheme(s).ok());
         const auto& g = grid[fmt::format("k{}_v{}_d{}", k, v, d)];
-        EXPECT_EQ(kv_bytes_per_token_per_head(s), g["bytes_per_token_per_head"].get<int64_t>()) << kv_scheme_name(s);
+        EXPECT_EQ(kv_bytes_per_token_per_head(s), g["bytes_per_token_per_head"].get<int64_t>())
+            << kv_scheme_name(s);
         EXPECT_EQ(kv_bytes_per_token_per_head(s), d * k / 8 + d * v / 8 + 6 * d / 32);
         // ratio: 4D/bytes == 32/(k+v+1.5) up to double rounding; golden rounded to 4 decimals.
         EXPECT_NEAR(kv_compression_vs_fp16(s), 32.0 / (k + v + 1.5), 1e-12);
@@ -66,11 +67,14 @@ TEST(KvScheme, ParserForms) {
   EXPECT_EQ(*t2, (KvScheme{KvKind::kTurbo, 5, 8, 64}));
   EXPECT_EQ(parse_kv_scheme("8", 256).value().kind, KvKind::kAffine);
   EXPECT_EQ(kv_scheme_name(parse_kv_scheme("4", 256).value()), "affine4");
-  for (const char* bad : {"", "turbo:", "turbo:k3v3", "turbo:k8v1", "turbo:k8v3x", "turbo:kv", "16", "fp16", "turbo:k08v3x"}) {
+  for (const char* bad : {"", "turbo:", "turbo:k3v3", "turbo:k8v1", "turbo:k8v3x", "turbo:kv", "16",
+                          "fp16", "turbo:k08v3x"}) {
     auto r = parse_kv_scheme(bad, 128);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("[kv] unknown KV cache type"), std::string::npos) << r.status().message();
-    EXPECT_NE(r.status().message().find("turbo:k<K>v<V>"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("[kv] unknown KV cache type"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("turbo:k<K>v<V>"), std::string::npos)
+        << r.status().message();
   }
   auto hd = parse_kv_scheme("turbo", 96);
   ASSERT_FALSE(hd.ok());
@@ -80,8 +84,10 @@ TEST(KvScheme, ParserForms) {
 
 TEST(KvScheme, ValidationNamesValueAndSet) {
   const auto msg = [](KvScheme s) { return validate_kv_scheme(s).message(); };
-  EXPECT_NE(msg({KvKind::kTurbo, 6, 3, 128}).find("k_bits 6 invalid (valid: 2, 3, 4, 5, 8)"), std::string::npos);
-  EXPECT_NE(msg({KvKind::kTurbo, 8, 7, 128}).find("v_bits 7 invalid (valid: 1, 2, 3, 4, 5, 8)"), std::string::npos);
+  EXPECT_NE(msg({KvKind::kTurbo, 6, 3, 128}).find("k_bits 6 invalid (valid: 2, 3, 4, 5, 8)"),
+            std::string::npos);
+  EXPECT_NE(msg({KvKind::kTurbo, 8, 7, 128}).find("v_bits 7 invalid (valid: 1, 2, 3, 4, 5, 8)"),
+            std::string::npos);
   EXPECT_NE(msg({KvKind::kAffine, 2, 2, 128}).find("affine k_bits 2"), std::string::npos);
   EXPECT_NE(msg({KvKind::kBf16, 8, 8, 128}).find("bf16"), std::string::npos);
   EXPECT_NE(msg({KvKind::kF16, 16, 8, 128}).find("f16"), std::string::npos);

@@ -52,7 +52,8 @@ TEST(Bitpack, RoundTripEveryWidth) {
       for (auto& v : idx) v = (uint8_t)(rng() & ((1u << bits) - 1u));
       bitpack_pack(idx.data(), n, bits, packed.data());
       bitpack_unpack(packed.data(), n, bits, back.data());
-      for (int i = 0; i < n; ++i) ASSERT_EQ(back[i], idx[i]) << "bits " << bits << " n " << n << " i " << i;
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(back[i], idx[i]) << "bits " << bits << " n " << n << " i " << i;
     }
   }
 }
@@ -68,7 +69,8 @@ TEST(Bitpack, MatchesSpecWordFormulas) {
       word |= (uint64_t)idx[k] << (bits * k);
     }
     bitpack_pack(idx, 8, bits, packed);
-    for (int j = 0; j < bits; ++j) EXPECT_EQ(packed[j], (uint8_t)(word >> (8 * j))) << "bits " << bits << " byte " << j;
+    for (int j = 0; j < bits; ++j)
+      EXPECT_EQ(packed[j], (uint8_t)(word >> (8 * j))) << "bits " << bits << " byte " << j;
   }
   const uint8_t two[2] = {0x3, 0xA};  // 4-bit: even element in the low nibble
   uint8_t b = 0;
@@ -97,10 +99,10 @@ double v_mse(int bits, int d, int n_rows) {
   std::vector<float> y(d), scratch(d);
   double se = 0;
   for (int r = 0; r < n_rows; ++r) {
-    turbo_v_encode_row(x.data() + r * d, d, bits, turbo_signs(d), turbo_inv_sqrt(d), turbo_boundaries(bits),
-                       scratch.data(), packed.data(), s.data());
-    turbo_v_dequant_row(packed.data(), s.data(), d, bits, turbo_centroids(bits), turbo_signs(d), turbo_inv_sqrt(d),
-                        y.data());
+    turbo_v_encode_row(x.data() + r * d, d, bits, turbo_signs(d), turbo_inv_sqrt(d),
+                       turbo_boundaries(bits), scratch.data(), packed.data(), s.data());
+    turbo_v_dequant_row(packed.data(), s.data(), d, bits, turbo_centroids(bits), turbo_signs(d),
+                        turbo_inv_sqrt(d), y.data());
     for (int i = 0; i < d; ++i) se += std::pow((double)y[i] - x[r * d + i], 2);
   }
   return se / ((double)d * n_rows);
@@ -110,8 +112,11 @@ double v_mse(int bits, int d, int n_rows) {
 // below (±10 % around the spec's emulated §3 figures, whose seed/shape are not known;
 // the brief's [0.030, 0.036] for 3-bit V) test the arithmetic, not the noise.
 TEST(TurboMse, KeysMatchSpecFigures) {
-  const struct { int bits; bool is_signed; double want; } cases[] = {
-      {8, true, 2.3e-5}, {5, false, 0.00153}, {4, false, 0.00652}, {2, false, 0.165}};
+  const struct {
+    int bits;
+    bool is_signed;
+    double want;
+  } cases[] = {{8, true, 2.3e-5}, {5, false, 0.00153}, {4, false, 0.00652}, {2, false, 0.165}};
   for (const auto& c : cases) {
     const double mse = k_mse(c.bits, c.is_signed, 128, 2048);
     EXPECT_NEAR(mse, c.want, 0.10 * c.want) << "k" << c.bits << " mse " << mse;
@@ -124,7 +129,10 @@ TEST(TurboMse, ValuesMatchSpecFigures) {
   EXPECT_GE(v3, 0.030);
   EXPECT_LE(v3, 0.036);
   std::printf("v3 mse %.6g (spec 0.03249)\n", v3);
-  const struct { int bits; double want; } cases[] = {{2, 0.112}, {4, 0.00896}, {5, 0.00238}, {8, 1.0e-4}};
+  const struct {
+    int bits;
+    double want;
+  } cases[] = {{2, 0.112}, {4, 0.00896}, {5, 0.00238}, {8, 1.0e-4}};
   for (const auto& c : cases) {
     const double mse = v_mse(c.bits, 128, 2048);
     EXPECT_NEAR(mse, c.want, 0.10 * c.want) << "v" << c.bits << " mse " << mse;
@@ -140,13 +148,15 @@ void encode_k(const float* x, int bits, bool is_signed, float* y, uint16_t* s, u
 
 TEST(TurboEdges, ConstantKeyGroupsDequantizeExactly) {
   for (const float c : {0.0f, 3.25f, -7.0f, 65504.0f, -65504.0f, 5.9604644775390625e-8f, 1234.5f}) {
-    for (const auto& [bits, sgn] : {std::pair{8, true}, {8, false}, {5, false}, {4, false}, {3, false}, {2, false}}) {
+    for (const auto& [bits, sgn] :
+         {std::pair{8, true}, {8, false}, {5, false}, {4, false}, {3, false}, {2, false}}) {
       float x[32], y[32];
       uint16_t s, z;
       for (float& v : x) v = c;
       encode_k(x, bits, sgn, y, &s, &z);
       EXPECT_EQ(s, f32_to_f16(1.0f)) << c;
-      for (float v : y) ASSERT_EQ(v, round_f16(c)) << "constant " << c << " bits " << bits;  // x̂ = h(c)
+      for (float v : y)
+        ASSERT_EQ(v, round_f16(c)) << "constant " << c << " bits " << bits;  // x̂ = h(c)
     }
   }
 }
@@ -175,9 +185,10 @@ TEST(TurboEdges, NonFiniteAndOverflowInputs) {
     for (int i = 0; i < d; ++i) v[i] = i % 4 == 0 ? NAN : (i % 2 ? INFINITY : 65504.0f);
     std::vector<uint8_t> packed(d * 3 / 8);
     std::vector<uint16_t> vs(d / 32);
-    turbo_v_encode_row(v.data(), d, 3, turbo_signs(d), turbo_inv_sqrt(d), turbo_boundaries(3), scratch.data(),
-                       packed.data(), vs.data());
-    turbo_v_dequant_row(packed.data(), vs.data(), d, 3, turbo_centroids(3), turbo_signs(d), turbo_inv_sqrt(d), out.data());
+    turbo_v_encode_row(v.data(), d, 3, turbo_signs(d), turbo_inv_sqrt(d), turbo_boundaries(3),
+                       scratch.data(), packed.data(), vs.data());
+    turbo_v_dequant_row(packed.data(), vs.data(), d, 3, turbo_centroids(3), turbo_signs(d),
+                        turbo_inv_sqrt(d), out.data());
     for (int i = 0; i < d; ++i) ASSERT_TRUE(std::isfinite(out[i])) << "d" << d << " " << i;
   }
 }
@@ -195,10 +206,11 @@ TEST(TurboEdges, SubnormalKeysAndZeroValues) {
   std::vector<float> v(128, 0.0f), out(128), scratch(128);
   std::vector<uint8_t> packed(128 * 4 / 8);
   std::vector<uint16_t> vs(4);
-  turbo_v_encode_row(v.data(), 128, 4, turbo_signs(128), turbo_inv_sqrt(128), turbo_boundaries(4), scratch.data(),
-                     packed.data(), vs.data());
+  turbo_v_encode_row(v.data(), 128, 4, turbo_signs(128), turbo_inv_sqrt(128), turbo_boundaries(4),
+                     scratch.data(), packed.data(), vs.data());
   EXPECT_EQ(vs[0], 0);
-  turbo_v_dequant_row(packed.data(), vs.data(), 128, 4, turbo_centroids(4), turbo_signs(128), turbo_inv_sqrt(128), out.data());
+  turbo_v_dequant_row(packed.data(), vs.data(), 128, 4, turbo_centroids(4), turbo_signs(128),
+                      turbo_inv_sqrt(128), out.data());
   for (float o : out) ASSERT_EQ(o, 0.0f);
 }
 

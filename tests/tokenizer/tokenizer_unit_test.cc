@@ -27,7 +27,9 @@ using Words = std::vector<std::string>;
 
 TEST(Unicode, DecodePolicyMatchesLlamaCpp) {
   // Invalid lead/continuation bytes become U+FFFD and consume one byte.
-  EXPECT_EQ(uni::decode_utf8("a\xff" "b"), (std::vector<uint32_t>{'a', 0xFFFD, 'b'}));
+  EXPECT_EQ(uni::decode_utf8("a\xff"
+                             "b"),
+            (std::vector<uint32_t>{'a', 0xFFFD, 'b'}));
   EXPECT_EQ(uni::decode_utf8("\xc3"), (std::vector<uint32_t>{0xFFFD}));
   EXPECT_EQ(uni::decode_utf8("\xe2\x96\x81"), (std::vector<uint32_t>{0x2581}));
   EXPECT_EQ(uni::decode_utf8("\xf0\x9f\x98\x80"), (std::vector<uint32_t>{0x1F600}));
@@ -74,7 +76,17 @@ TEST(PreTokenize, Llama3AndQwen2) {
 VocabData tiny_spm() {
   VocabData d;
   d.model = "llama";
-  d.tokens = {"<unk>", "<s>", "</s>", "<ctl>", "<ud>", "\xe2\x96\x81", "a", "b", "ab", "\xe2\x96\x81" "ab"};
+  d.tokens = {"<unk>",
+              "<s>",
+              "</s>",
+              "<ctl>",
+              "<ud>",
+              "\xe2\x96\x81",
+              "a",
+              "b",
+              "ab",
+              "\xe2\x96\x81"
+              "ab"};
   d.scores = {0, 0, 0, 0, 0, -1, -2, -2, -1, -0.5f};
   d.token_types = {2, 3, 3, 3, 4, 1, 1, 1, 1, 1};
   for (int b = 0; b < 256; ++b) {
@@ -114,13 +126,16 @@ TEST(Spm, MergesByScoreWithSpacePrefixAndByteFallback) {
 }
 
 TEST(ChatTemplate, ChatmlDefaultSystemFromJinjaLiteral) {
-  const std::string jinja = "{%- else %}{{- '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}{%- endif %}";
+  const std::string jinja =
+      "{%- else %}{{- '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}{%- endif %}";
   const ChatTemplate ct = ChatTemplate::detect(jinja, false);
   EXPECT_EQ(ct.format, ChatFormat::kChatml);
   EXPECT_EQ(ct.default_system, "Be brief.");
   auto r = ct.render({{"user", "hi"}}, true);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r.value(), "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(r.value(),
+            "<|im_start|>system\nBe "
+            "brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_FALSE(ChatTemplate::detect("{{ messages }}", false).render({{"user", "hi"}}, true).ok());
 }
 

@@ -20,7 +20,7 @@ struct BenchArgs {
   std::string schemes = "";
   int reps = 3;
   bool json = false;
-  bool kv_report = false;       // --kv-report (kv_report.cc)
+  bool kv_report = false;  // --kv-report (kv_report.cc)
   std::string kv_budget = "8GiB";
   std::string fill = "random";  // how depth context is made: random K/V rows | model prefill
 };
@@ -29,7 +29,8 @@ std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string x;
-  while (std::getline(ss, x, ',')) if (!x.empty()) out.push_back(x);
+  while (std::getline(ss, x, ','))
+    if (!x.empty()) out.push_back(x);
   return out;
 }
 
@@ -108,26 +109,28 @@ class SchemeBench {
   Status prefill_test(int s, int depth, int p, std::vector<Row>& rows) {
     const auto toks = rand_tokens(p);
     TKV_ASSIGN_OR_RETURN(auto t, timed(s, depth, [&] { return eng_.prefill(s, toks, &logits_); }));
-    rows.push_back({eng_.cache().scheme_name(), "pp" + std::to_string(p), depth, p * 1000.0 / t.first, 0.0,
-                    t.second * 1000.0 / p});
+    rows.push_back({eng_.cache().scheme_name(), "pp" + std::to_string(p), depth,
+                    p * 1000.0 / t.first, 0.0, t.second * 1000.0 / p});
     return Status();
   }
   Status decode_test(int s, int depth, int g, std::vector<Row>& rows) {
-    TKV_ASSIGN_OR_RETURN(auto t, timed(s, depth, [&]() -> Status {
-      int32_t tok = 1;
-      for (int i = 0; i < g; ++i) {
-        TKV_RETURN_IF_ERROR(eng_.decode(s, tok, &logits_));
-        tok = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
-      }
-      return Status();
-    }));
+    TKV_ASSIGN_OR_RETURN(
+        auto t, timed(s, depth, [&]() -> Status {
+          int32_t tok = 1;
+          for (int i = 0; i < g; ++i) {
+            TKV_RETURN_IF_ERROR(eng_.decode(s, tok, &logits_));
+            tok = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) -
+                                       logits_.begin());
+          }
+          return Status();
+        }));
     const double tok_s = g * 1000.0 / t.first;
     // Bytes that must move per decoded token: every weight matrix once plus the
     // KV read by attention (the mean context over the run).
     const double kv_bytes = static_cast<double>(eng_.cache().bytes_per_token()) * (depth + g / 2.0);
     const double bytes = static_cast<double>(eng_.model().weight_bytes_per_token()) + kv_bytes;
-    rows.push_back({eng_.cache().scheme_name(), "tg" + std::to_string(g), depth, tok_s, tok_s * bytes / 1e9,
-                    t.second * 1000.0 / g});
+    rows.push_back({eng_.cache().scheme_name(), "tg" + std::to_string(g), depth, tok_s,
+                    tok_s * bytes / 1e9, t.second * 1000.0 / g});
     return Status();
   }
 
@@ -145,17 +148,25 @@ void print_rows(const BenchArgs& a, const std::string& model_name, const std::ve
     j["model"] = model_name;
     j["threads"] = a.common.threads;
     for (const auto& r : rows)
-      j["rows"].push_back({{"engine", "turbokv"}, {"model", model_name}, {"scheme", r.scheme}, {"test", r.test},
-                           {"depth", r.depth}, {"tok_s", r.tok_s}, {"gbs", r.gbs},
-                           {"attn_us_per_tok", r.attn_us_per_tok}, {"path", a.common.kv_attn}});
+      j["rows"].push_back({{"engine", "turbokv"},
+                           {"model", model_name},
+                           {"scheme", r.scheme},
+                           {"test", r.test},
+                           {"depth", r.depth},
+                           {"tok_s", r.tok_s},
+                           {"gbs", r.gbs},
+                           {"attn_us_per_tok", r.attn_us_per_tok},
+                           {"path", a.common.kv_attn}});
     std::printf("%s\n", j.dump(1).c_str());
     return;
   }
-  std::printf("| model | kv | test | depth | tok/s | GB/s read | attention µs/tok |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | kv | test | depth | tok/s | GB/s read | attention µs/tok "
+      "|\n|---|---|---|---|---|---|---|\n");
   for (const auto& r : rows)
-    std::printf("| %s | %s | %s | %lld | %.2f | %s | %.1f |\n", model_name.c_str(), r.scheme.c_str(), r.test.c_str(),
-                static_cast<long long>(r.depth), r.tok_s, r.gbs > 0 ? fmt::format("{:.2f}", r.gbs).c_str() : "-",
-                r.attn_us_per_tok);
+    std::printf("| %s | %s | %s | %lld | %.2f | %s | %.1f |\n", model_name.c_str(),
+                r.scheme.c_str(), r.test.c_str(), static_cast<long long>(r.depth), r.tok_s,
+                r.gbs > 0 ? fmt::format("{:.2f}", r.gbs).c_str() : "-", r.attn_us_per_tok);
 }
 
 int run_bench(BenchArgs& a) {
@@ -191,13 +202,18 @@ RunFn add_bench(CLI::App& app) {
   sub->add_option("-n,--n-gen", a->n_gen, "Generated lengths (tg tests)")->delimiter(',');
   sub->add_option("-d,--depth", a->depth, "Context depth before each test")->delimiter(',');
   sub->add_option("--schemes", a->schemes, "Comma-separated KV schemes (default: --kv-quant)");
-  sub->add_option("-r,--reps", a->reps, "Repetitions (median reported)")->check(CLI::PositiveNumber);
+  sub->add_option("-r,--reps", a->reps, "Repetitions (median reported)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--json", a->json, "JSON output");
-  sub->add_option("--fill", a->fill, "Depth context: random K/V rows written to the cache, or a model prefill")
+  sub->add_option("--fill", a->fill,
+                  "Depth context: random K/V rows written to the cache, or a model prefill")
       ->check(CLI::IsMember({"random", "model"}));
-  sub->add_flag("--kv-report", a->kv_report, "Print KV bytes/token, allocation and max context per scheme, then exit");
+  sub->add_flag("--kv-report", a->kv_report,
+                "Print KV bytes/token, allocation and max context per scheme, then exit");
   sub->add_option("--kv-budget", a->kv_budget, "KV memory budget for --kv-report (e.g. 8GiB)");
-  return [a] { return a->kv_report ? run_kv_report(a->common, a->kv_budget, a->schemes) : run_bench(*a); };
+  return [a] {
+    return a->kv_report ? run_kv_report(a->common, a->kv_budget, a->schemes) : run_bench(*a);
+  };
 }
 
 }  // namespace tkv::cli

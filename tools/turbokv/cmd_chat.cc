@@ -43,12 +43,13 @@ int run_chat(ChatArgs& a) {
     const std::string suffix = full.value().substr(rendered.size());
     const auto ids = tok.encode(suffix, /*add_special=*/rendered.empty(), /*parse_special=*/true);
     std::string reply;
-    auto st = eng->generate(seq.value(), ids, a.n_predict, a.sp, [&](int32_t, const std::string& piece) {
-      reply += piece;
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    });
+    auto st =
+        eng->generate(seq.value(), ids, a.n_predict, a.sp, [&](int32_t, const std::string& piece) {
+          reply += piece;
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+          return true;
+        });
     if (!st.ok()) {
       std::fprintf(stderr, "\nerror: %s\n", st.status().message().c_str());
       return 1;
@@ -59,7 +60,8 @@ int run_chat(ChatArgs& a) {
     // The cache holds the prompt plus the generated tokens (minus the end-of-turn
     // marker); re-sync by trimming to the prompt and feeding the closed turn text.
     rendered = full.value();
-    const int64_t keep = eng->cache().seq_len(seq.value()) - static_cast<int64_t>(st.value().decode_steps);
+    const int64_t keep =
+        eng->cache().seq_len(seq.value()) - static_cast<int64_t>(st.value().decode_steps);
     eng->cache().trim_seq(seq.value(), keep);
     const std::string tail = closed.value().substr(rendered.size());
     std::vector<float> logits;

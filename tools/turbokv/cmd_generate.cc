@@ -38,13 +38,14 @@ static int run_generate(GenerateArgs& a) {
     return 1;
   }
   if (!a.chat) std::fputs(a.prompt.c_str(), stdout);
-  auto st = eng->generate(seq.value(), ids, a.n_predict, a.sp,
-                          [](int32_t, const std::string& piece) {
-                            std::fwrite(piece.data(), 1, piece.size(), stdout);
-                            std::fflush(stdout);
-                            return true;
-                          },
-                          progress_bar);
+  auto st = eng->generate(
+      seq.value(), ids, a.n_predict, a.sp,
+      [](int32_t, const std::string& piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      },
+      progress_bar);
   std::fputs("\n", stdout);
   if (!st.ok()) {
     std::fprintf(stderr, "error: %s\n", st.status().message().c_str());
@@ -53,16 +54,22 @@ static int run_generate(GenerateArgs& a) {
   const auto& s = st.value();
   const auto& kv = eng->cache();
   const int64_t n_ctx = kv.seq_len(seq.value());
-  const double gbs = s.decode_tok_s() * static_cast<double>(eng->model().weight_bytes_per_token()) / 1e9;
-  std::fprintf(stderr,
-               "\n[turbokv] prefill %lld tok at %.1f tok/s | decode %lld tok at %.1f tok/s (%.1f GB/s of weights)\n"
-               "[turbokv] kv cache %s: %zu B/token, %.2f MiB for %lld tokens (%.2f MiB allocated)\n",
-               static_cast<long long>(s.prompt_tokens), s.prefill_tok_s(), static_cast<long long>(s.gen_tokens),
-               s.decode_tok_s(), gbs, kv.scheme_name().c_str(), kv.bytes_per_token(),
-               static_cast<double>(kv.bytes_per_token()) * static_cast<double>(n_ctx) / (1024.0 * 1024.0),
-               static_cast<long long>(n_ctx), static_cast<double>(kv.allocated_bytes()) / (1024.0 * 1024.0));
+  const double gbs =
+      s.decode_tok_s() * static_cast<double>(eng->model().weight_bytes_per_token()) / 1e9;
+  std::fprintf(
+      stderr,
+      "\n[turbokv] prefill %lld tok at %.1f tok/s | decode %lld tok at %.1f tok/s (%.1f GB/s of "
+      "weights)\n"
+      "[turbokv] kv cache %s: %zu B/token, %.2f MiB for %lld tokens (%.2f MiB allocated)\n",
+      static_cast<long long>(s.prompt_tokens), s.prefill_tok_s(),
+      static_cast<long long>(s.gen_tokens), s.decode_tok_s(), gbs, kv.scheme_name().c_str(),
+      kv.bytes_per_token(),
+      static_cast<double>(kv.bytes_per_token()) * static_cast<double>(n_ctx) / (1024.0 * 1024.0),
+      static_cast<long long>(n_ctx), static_cast<double>(kv.allocated_bytes()) / (1024.0 * 1024.0));
   if (const kv::AttnCheck c = kv.attn_check(); c.calls > 0)
-    std::fprintf(stderr, "[turbokv] --kv-attn verify: %lld attention calls, max |fused - reference| %.3g (max |out| %.3g, "
+    std::fprintf(stderr,
+                 "[turbokv] --kv-attn verify: %lld attention calls, max |fused - reference| %.3g "
+                 "(max |out| %.3g, "
                  "worst call relative %.3g)\n",
                  static_cast<long long>(c.calls), c.max_abs_err, c.max_abs_out, c.max_rel_err);
   return 0;
@@ -74,7 +81,8 @@ RunFn add_generate(CLI::App& app) {
   add_common_options(sub, a->common);
   add_sampling_options(sub, a->sp);
   sub->add_option("-p,--prompt", a->prompt, "Prompt text");
-  sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
+  sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
   sub->add_option("--system", a->system, "System message (with --chat)");
   return [a] { return run_generate(*a); };

@@ -17,10 +17,10 @@ struct CommonOptions {
   std::string model;
   int threads = 0;
   std::string kv_quant = "bf16";
-  int64_t kv_quant_start = 0;       // --kv-quant-start
+  int64_t kv_quant_start = 0;          // --kv-quant-start
   std::string kv_quant_swa = "quant";  // --kv-quant-swa quant | bf16
-  std::string kv_attn = "fused";    // --kv-attn fused | reference
-  std::string kv_key_center = "on";  // --kv-key-center on | off
+  std::string kv_attn = "fused";       // --kv-attn fused | reference
+  std::string kv_key_center = "on";    // --kv-key-center on | off
   int64_t ctx = 4096;
   int ubatch = 512;
 };
@@ -34,8 +34,10 @@ RunFn add_chat(CLI::App& app);
 RunFn add_bench(CLI::App& app);
 RunFn add_eval(CLI::App& app);
 
-// bench --kv-report: KV bytes per token, measured allocation and max context in a budget per scheme.
-int run_kv_report(const CommonOptions& common, const std::string& budget, const std::string& schemes);
+// bench --kv-report: KV bytes per token, measured allocation and max context in a budget per
+// scheme.
+int run_kv_report(const CommonOptions& common, const std::string& budget,
+                  const std::string& schemes);
 
 // Progress bar on stderr for long prefills.
 void progress_bar(int64_t done, int64_t total);

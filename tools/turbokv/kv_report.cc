@@ -33,24 +33,29 @@ size_t parse_bytes(const std::string& s) {
 
 }  // namespace
 
-int run_kv_report(const CommonOptions& common, const std::string& budget_text, const std::string& schemes_text) {
+int run_kv_report(const CommonOptions& common, const std::string& budget_text,
+                  const std::string& schemes_text) {
   const size_t budget = parse_bytes(budget_text);
   if (budget == 0) {
-    std::fprintf(stderr, "error: [bench] bad --kv-budget '%s' (e.g. 8GiB, 512MiB, 2GB)\n", budget_text.c_str());
+    std::fprintf(stderr, "error: [bench] bad --kv-budget '%s' (e.g. 8GiB, 512MiB, 2GB)\n",
+                 budget_text.c_str());
     return 1;
   }
   auto eng = make_engine(common);
   if (!eng) return 1;
   const kv::KvShape shape = eng->model().kv_shape();
   std::vector<std::string> schemes;
-  std::stringstream ss(schemes_text.empty() ? "bf16,8,4,turbo:k8v8,turbo:k8v4,turbo:k8v3,turbo:k4v3,turbo:k4v2"
-                                            : schemes_text);
+  std::stringstream ss(schemes_text.empty()
+                           ? "bf16,8,4,turbo:k8v8,turbo:k8v4,turbo:k8v3,turbo:k4v3,turbo:k4v2"
+                           : schemes_text);
   for (std::string x; std::getline(ss, x, ',');)
     if (!x.empty()) schemes.push_back(x);
   std::printf("model %s: %d layers, %d kv heads, head_dim %d; --ctx %lld, budget %s\n",
               eng->model().config().name.c_str(), shape.n_layers, shape.n_kv_heads, shape.head_dim,
               static_cast<long long>(common.ctx), budget_text.c_str());
-  std::printf("| kv | bytes/token (all layers) | vs bf16 | allocated for ctx (measured) | window bytes/seq | max ctx in budget |\n");
+  std::printf(
+      "| kv | bytes/token (all layers) | vs bf16 | allocated for ctx (measured) | window bytes/seq "
+      "| max ctx in budget |\n");
   std::printf("|---|---|---|---|---|---|\n");
   size_t bf16_bpt = 0;
   for (const auto& s : schemes) {
@@ -69,9 +74,14 @@ int run_kv_report(const CommonOptions& common, const std::string& budget_text, c
     }
     if (s == "bf16") bf16_bpt = m.value().bytes_per_token;
     const int64_t max_ctx = kv::kv_max_context(m.value(), budget);
-    std::printf("| %s | %zu | %s | %zu | %zu | %lld |\n", cache.value()->scheme_name().c_str(), m.value().bytes_per_token,
-                bf16_bpt ? fmt::format("{:.2f}x", static_cast<double>(bf16_bpt) / m.value().bytes_per_token).c_str() : "-",
-                cache.value()->allocated_bytes(), m.value().window_bytes_per_seq, static_cast<long long>(max_ctx));
+    std::printf(
+        "| %s | %zu | %s | %zu | %zu | %lld |\n", cache.value()->scheme_name().c_str(),
+        m.value().bytes_per_token,
+        bf16_bpt ? fmt::format("{:.2f}x", static_cast<double>(bf16_bpt) / m.value().bytes_per_token)
+                       .c_str()
+                 : "-",
+        cache.value()->allocated_bytes(), m.value().window_bytes_per_seq,
+        static_cast<long long>(max_ctx));
   }
   return 0;
 }

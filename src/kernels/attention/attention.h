@@ -11,9 +11,9 @@
 namespace tkv::kernels {
 
 struct PagedBf16View {
-  const uint16_t* k_pool = nullptr;  // [n_pool_pages, page_size, n_kv_heads, head_dim] bf16
-  const uint16_t* v_pool = nullptr;  // same shape
-  const int32_t* page_ids = nullptr; // [ceil(n_kv / page_size)] pool page of each logical page
+  const uint16_t* k_pool = nullptr;   // [n_pool_pages, page_size, n_kv_heads, head_dim] bf16
+  const uint16_t* v_pool = nullptr;   // same shape
+  const int32_t* page_ids = nullptr;  // [ceil(n_kv / page_size)] pool page of each logical page
   int page_size = 0;
   int n_kv_heads = 0;
   int head_dim = 0;

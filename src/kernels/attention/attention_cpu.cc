@@ -12,7 +12,7 @@
 namespace tkv::kernels {
 namespace {
 
-constexpr int kBlock = 32;   // keys per online-softmax step
+constexpr int kBlock = 32;  // keys per online-softmax step
 constexpr int kMaxGroup = 16;
 
 inline __m256 load_bf16x8(const uint16_t* p) {
@@ -52,7 +52,8 @@ void attend_group(const PagedBf16View& kv, const AttnArgs& a, int64_t i, int kh,
     for (int b = 0; b < nb; ++b) {
       const int64_t j = j0 + b;
       const size_t page = static_cast<size_t>(kv.page_ids[j / kv.page_size]);
-      const size_t off = (page * kv.page_size + static_cast<size_t>(j % kv.page_size)) * row + static_cast<size_t>(kh) * d;
+      const size_t off = (page * kv.page_size + static_cast<size_t>(j % kv.page_size)) * row +
+                         static_cast<size_t>(kh) * d;
       krow[b] = kv.k_pool + off;
       vrow[b] = kv.v_pool + off;
     }
@@ -61,7 +62,8 @@ void attend_group(const PagedBf16View& kv, const AttnArgs& a, int64_t i, int kh,
       for (int g = 0; g < group; ++g) dot[g] = _mm256_setzero_ps();
       for (int e = 0; e < d; e += 8) {
         const __m256 kk = load_bf16x8(krow[b] + e);
-        for (int g = 0; g < group; ++g) dot[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + e), kk, dot[g]);
+        for (int g = 0; g < group; ++g)
+          dot[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + e), kk, dot[g]);
       }
       for (int g = 0; g < group; ++g) s[g][b] = hsum(dot[g]) * a.scale;
     }

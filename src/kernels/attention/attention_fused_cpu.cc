@@ -29,7 +29,8 @@ using fused::VId;
 constexpr int kBlock = fused::kBlock;
 constexpr int kMaxGroup = fused::kMaxGroup;
 constexpr int kMaxDim = fused::kMaxDim;
-constexpr int64_t kMinParallelElems = int64_t{1} << 19;  // key elements below which one thread runs it all
+constexpr int64_t kMinParallelElems = int64_t{1}
+                                      << 19;  // key elements below which one thread runs it all
 
 // Centroids padded to 256 entries so the 8-lane table lookups never read past them.
 struct PaddedCentroids {
@@ -56,8 +57,8 @@ SegFmt seg_format(const KvSegmentView& s) {
     return f;
   }
   const quant::KvRowLayout l = quant::kv_row_layout(s.scheme);
-  f.row = {l.k_data_offset, l.v_data_offset, l.k_scale_offset, l.k_zero_offset, l.v_scale_offset, l.v_zero_offset,
-           s.head_dim, nullptr};
+  f.row = {l.k_data_offset,  l.v_data_offset, l.k_scale_offset, l.k_zero_offset,
+           l.v_scale_offset, l.v_zero_offset, s.head_dim,       nullptr};
   const int kb = s.scheme.k_bits, vb = s.scheme.v_bits;
   if (s.scheme.kind == quant::KvKind::kAffine) {
     f.k = kb == 8 ? KId::kA8 : KId::kA4;
@@ -65,9 +66,18 @@ SegFmt seg_format(const KvSegmentView& s) {
     return f;
   }
   TKV_CHECK(s.scheme.kind == quant::KvKind::kTurbo);
-  f.k = kb == 2 ? KId::kT2 : kb == 3 ? KId::kT3 : kb == 4 ? KId::kT4 : kb == 5 ? KId::kT5
-        : s.scheme.k_signed() ? KId::kT8s : KId::kT8u;
-  f.v = vb == 1 ? VId::kT1 : vb == 2 ? VId::kT2 : vb == 3 ? VId::kT3 : vb == 4 ? VId::kT4 : vb == 5 ? VId::kT5 : VId::kT8;
+  f.k = kb == 2               ? KId::kT2
+        : kb == 3             ? KId::kT3
+        : kb == 4             ? KId::kT4
+        : kb == 5             ? KId::kT5
+        : s.scheme.k_signed() ? KId::kT8s
+                              : KId::kT8u;
+  f.v = vb == 1   ? VId::kT1
+        : vb == 2 ? VId::kT2
+        : vb == 3 ? VId::kT3
+        : vb == 4 ? VId::kT4
+        : vb == 5 ? VId::kT5
+                  : VId::kT8;
   f.row.centroids = padded_centroids(vb);
   f.rotated = true;
   return f;
@@ -88,7 +98,8 @@ void finalize(const Ctx& c, int64_t i, int kh, State& st) {
     float* o = c.a->out + (i * c.a->n_heads + kh * G + g) * d;
     const float inv = st.l[g] > 0 ? 1.0f / st.l[g] : 0.0f;
     float* r = st.acc_r + g * d;
-    if (c.has_rot) quant::fwht_inverse(r, d, sign, quant::turbo_inv_sqrt(d));  // deferred un-rotation
+    if (c.has_rot)
+      quant::fwht_inverse(r, d, sign, quant::turbo_inv_sqrt(d));  // deferred un-rotation
     for (int e = 0; e < d; ++e) o[e] = (st.acc_p[g * d + e] + (c.has_rot ? r[e] : 0.0f)) * inv;
   }
 }
@@ -99,7 +110,9 @@ void reset(State& st, int G, int d) {
 }
 
 // Partials of one split: [G] m, [G] l, [G, d] acc_p, [G, d] acc_r.
-size_t partial_floats(int G, int d) { return static_cast<size_t>(2 * G + 2 * G * d); }
+size_t partial_floats(int G, int d) {
+  return static_cast<size_t>(2 * G + 2 * G * d);
+}
 
 void store_partial(const State& st, int G, int d, float* out) {
   std::copy(st.m, st.m + G, out);
@@ -147,7 +160,8 @@ thread_local Scratch t_scratch;
 
 bool fused_has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("avx512vbmi");
   return yes;
 }
@@ -163,15 +177,17 @@ bool auto_picks_avx512() {
 }
 }  // namespace
 
-void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a, ThreadPool& pool,
-                               FusedIsa isa) {
+void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
+                               ThreadPool& pool, FusedIsa isa) {
   TKV_CHECK(n_segs >= 1 && n_segs <= 8);
   const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads;
   const int G = a.n_heads / nkv;
   TKV_CHECK(G >= 1 && G <= kMaxGroup && G * nkv == a.n_heads && d % 8 == 0 && d <= kMaxDim);
-  if (isa == FusedIsa::kAuto) isa = auto_picks_avx512() && d % 16 == 0 ? FusedIsa::kAvx512 : FusedIsa::kAvx2;
+  if (isa == FusedIsa::kAuto)
+    isa = auto_picks_avx512() && d % 16 == 0 ? FusedIsa::kAvx512 : FusedIsa::kAvx2;
   TKV_CHECK(isa == FusedIsa::kAvx2 || (fused_has_avx512() && d % 16 == 0));
-  const auto run_range = isa == FusedIsa::kAvx512 ? &fused::avx512::run_range : &fused::avx2::run_range;
+  const auto run_range =
+      isa == FusedIsa::kAvx512 ? &fused::avx512::run_range : &fused::avx2::run_range;
   SegFmt fmts[8];
   Ctx c{segs, fmts, n_segs, &a, G, d, nkv, 0, false};
   for (int s = 0; s < n_segs; ++s) {
@@ -189,7 +205,8 @@ void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const Attn
   int n_split = 1;
   if (n_base < 2 * n_threads) {
     const int64_t want = (2 * n_threads + n_base - 1) / n_base;
-    n_split = static_cast<int>(std::clamp<int64_t>(std::min(want, (hi_last - lo_last) / 256), 1, 64));
+    n_split =
+        static_cast<int>(std::clamp<int64_t>(std::min(want, (hi_last - lo_last) / 256), 1, 64));
   }
   // Small calls run on the caller's thread: waking workers costs more than the
   // work itself (~40 µs of keys x dims on one core).

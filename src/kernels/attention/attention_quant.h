@@ -14,13 +14,15 @@
 namespace tkv::kernels {
 
 struct KvSegmentView {
-  bool is_float = true;          // bf16 rows (any head_dim % 8 == 0); else `scheme`
-  quant::KvScheme scheme;       // affine or turbo when !is_float
+  bool is_float = true;    // bf16 rows (any head_dim % 8 == 0); else `scheme`
+  quant::KvScheme scheme;  // affine or turbo when !is_float
   int head_dim = 0;
   int n_kv_heads = 0;
   int page_size = 0;
-  const uint8_t* pool = nullptr;      // [n_pool_pages, n_kv_heads, page_size, row_bytes] (+16 B tail pad)
-  const int32_t* page_ids = nullptr;  // [ceil(n_kv / page_size)] pool page per logical page (-1 = released)
+  const uint8_t* pool =
+      nullptr;  // [n_pool_pages, n_kv_heads, page_size, row_bytes] (+16 B tail pad)
+  const int32_t* page_ids =
+      nullptr;       // [ceil(n_kv / page_size)] pool page per logical page (-1 = released)
   int64_t pos0 = 0;  // sequence position of the segment's first token
   int64_t n_kv = 0;  // tokens in the segment (positions pos0 .. pos0 + n_kv - 1)
 };
@@ -43,7 +45,7 @@ void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& 
 // (FusedIsa::kAuto), else 8-lane AVX2; tests force each.
 enum class FusedIsa { kAuto, kAvx2, kAvx512 };
 bool fused_has_avx512();
-void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a, ThreadPool& pool,
-                               FusedIsa isa = FusedIsa::kAuto);
+void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
+                               ThreadPool& pool, FusedIsa isa = FusedIsa::kAuto);
 
 }  // namespace tkv::kernels

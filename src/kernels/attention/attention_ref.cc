@@ -27,11 +27,13 @@ void attention_f32_ref(const float* k, const float* v, int64_t n_kv, int n_kv_he
         mx = std::max(mx, s[static_cast<size_t>(j)]);
       }
       double sum = 0;
-      for (int64_t j = lo; j <= hi; ++j) sum += (s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx));
+      for (int64_t j = lo; j <= hi; ++j)
+        sum += (s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx));
       float* o = a.out + (i * a.n_heads + h) * head_dim;
       for (int e = 0; e < head_dim; ++e) {
         double acc = 0;
-        for (int64_t j = lo; j <= hi; ++j) acc += s[static_cast<size_t>(j)] * v[(j * n_kv_heads + kh) * head_dim + e];
+        for (int64_t j = lo; j <= hi; ++j)
+          acc += s[static_cast<size_t>(j)] * v[(j * n_kv_heads + kh) * head_dim + e];
         o[e] = hi >= lo ? static_cast<float>(acc / sum) : 0.0f;
       }
     }

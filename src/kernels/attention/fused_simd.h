@@ -11,7 +11,8 @@
 #include <cstring>
 
 #define TKV_FUSED_TGT2 __attribute__((target("avx2,fma,f16c")))
-#define TKV_FUSED_TGT512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
+#define TKV_FUSED_TGT512 \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
 
 namespace tkv::kernels::fused {
 
@@ -25,16 +26,36 @@ namespace avx2 {
 constexpr int W = 8;
 using F = __m256;
 using I = __m256i;
-TKV_FUSED_TGT2 inline F zero() { return _mm256_setzero_ps(); }
-TKV_FUSED_TGT2 inline F load(const float* p) { return _mm256_loadu_ps(p); }
-TKV_FUSED_TGT2 inline void store(float* p, F v) { _mm256_storeu_ps(p, v); }
-TKV_FUSED_TGT2 inline F set1(float x) { return _mm256_set1_ps(x); }
-TKV_FUSED_TGT2 inline F bcast(const float* p) { return _mm256_broadcast_ss(p); }
-TKV_FUSED_TGT2 inline F add(F a, F b) { return _mm256_add_ps(a, b); }
-TKV_FUSED_TGT2 inline F sub(F a, F b) { return _mm256_sub_ps(a, b); }
-TKV_FUSED_TGT2 inline F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-TKV_FUSED_TGT2 inline F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-TKV_FUSED_TGT2 inline F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+TKV_FUSED_TGT2 inline F zero() {
+  return _mm256_setzero_ps();
+}
+TKV_FUSED_TGT2 inline F load(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+TKV_FUSED_TGT2 inline void store(float* p, F v) {
+  _mm256_storeu_ps(p, v);
+}
+TKV_FUSED_TGT2 inline F set1(float x) {
+  return _mm256_set1_ps(x);
+}
+TKV_FUSED_TGT2 inline F bcast(const float* p) {
+  return _mm256_broadcast_ss(p);
+}
+TKV_FUSED_TGT2 inline F add(F a, F b) {
+  return _mm256_add_ps(a, b);
+}
+TKV_FUSED_TGT2 inline F sub(F a, F b) {
+  return _mm256_sub_ps(a, b);
+}
+TKV_FUSED_TGT2 inline F mul(F a, F b) {
+  return _mm256_mul_ps(a, b);
+}
+TKV_FUSED_TGT2 inline F fmadd(F a, F b, F c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+TKV_FUSED_TGT2 inline F cvt(I v) {
+  return _mm256_cvtepi32_ps(v);
+}
 TKV_FUSED_TGT2 inline float hsum(F v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   lo = _mm_add_ps(lo, hi);
@@ -63,8 +84,10 @@ TKV_FUSED_TGT2 inline I unpack(const uint8_t* p) {
     std::memcpy(&x, p, 8);
     constexpr int hb = (4 * B) & ~7;
     const uint32_t lo = static_cast<uint32_t>(x), hi = static_cast<uint32_t>(x >> hb);
-    const __m256i w = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(hi)), _mm_set1_epi32(static_cast<int>(lo)));
-    const __m256i sh = _mm256_setr_epi32(0, B, 2 * B, 3 * B, 4 * B - hb, 5 * B - hb, 6 * B - hb, 7 * B - hb);
+    const __m256i w = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(hi)),
+                                       _mm_set1_epi32(static_cast<int>(lo)));
+    const __m256i sh =
+        _mm256_setr_epi32(0, B, 2 * B, 3 * B, 4 * B - hb, 5 * B - hb, 6 * B - hb, 7 * B - hb);
     return _mm256_and_si256(_mm256_srlv_epi32(w, sh), _mm256_set1_epi32((1 << B) - 1));
   }
 }
@@ -89,31 +112,58 @@ TKV_FUSED_TGT2 inline F lut(const float* c, I q) {
     return _mm256_i32gather_ps(c, q, 4);
   }
 }
-TKV_FUSED_TGT2 inline F roundn(F v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+TKV_FUSED_TGT2 inline F roundn(F v) {
+  return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 TKV_FUSED_TGT2 inline F pow2i(F n) {  // 2^n for integral n in [-126, 127]
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 TKV_FUSED_TGT2 inline F zero_below_m87(F x, F v) {  // v where x >= -87 (or NaN), else 0
   return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ), v);
 }
-TKV_FUSED_TGT2 inline F max(F a, F b) { return _mm256_max_ps(a, b); }
-TKV_FUSED_TGT2 inline F fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+TKV_FUSED_TGT2 inline F max(F a, F b) {
+  return _mm256_max_ps(a, b);
+}
+TKV_FUSED_TGT2 inline F fnmadd(F a, F b, F c) {
+  return _mm256_fnmadd_ps(a, b, c);
+}
 }  // namespace avx2
 
 namespace avx512 {
 constexpr int W = 16;
 using F = __m512;
 using I = __m512i;
-TKV_FUSED_TGT512 inline F zero() { return _mm512_setzero_ps(); }
-TKV_FUSED_TGT512 inline F load(const float* p) { return _mm512_loadu_ps(p); }
-TKV_FUSED_TGT512 inline void store(float* p, F v) { _mm512_storeu_ps(p, v); }
-TKV_FUSED_TGT512 inline F set1(float x) { return _mm512_set1_ps(x); }
-TKV_FUSED_TGT512 inline F bcast(const float* p) { return _mm512_set1_ps(*p); }
-TKV_FUSED_TGT512 inline F add(F a, F b) { return _mm512_add_ps(a, b); }
-TKV_FUSED_TGT512 inline F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-TKV_FUSED_TGT512 inline F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-TKV_FUSED_TGT512 inline F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-TKV_FUSED_TGT512 inline F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+TKV_FUSED_TGT512 inline F zero() {
+  return _mm512_setzero_ps();
+}
+TKV_FUSED_TGT512 inline F load(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+TKV_FUSED_TGT512 inline void store(float* p, F v) {
+  _mm512_storeu_ps(p, v);
+}
+TKV_FUSED_TGT512 inline F set1(float x) {
+  return _mm512_set1_ps(x);
+}
+TKV_FUSED_TGT512 inline F bcast(const float* p) {
+  return _mm512_set1_ps(*p);
+}
+TKV_FUSED_TGT512 inline F add(F a, F b) {
+  return _mm512_add_ps(a, b);
+}
+TKV_FUSED_TGT512 inline F sub(F a, F b) {
+  return _mm512_sub_ps(a, b);
+}
+TKV_FUSED_TGT512 inline F mul(F a, F b) {
+  return _mm512_mul_ps(a, b);
+}
+TKV_FUSED_TGT512 inline F fmadd(F a, F b, F c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+TKV_FUSED_TGT512 inline F cvt(I v) {
+  return _mm512_cvtepi32_ps(v);
+}
 TKV_FUSED_TGT512 inline float hsum(F v) {
   const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -142,14 +192,16 @@ TKV_FUSED_TGT512 inline I unpack(const uint8_t* p) {
     uint64_t lo, hi = 0;
     std::memcpy(&lo, p, 8);
     if constexpr (B == 5) std::memcpy(&hi, p + 5, 8);
-    const __m512i data = B == 5 ? _mm512_inserti64x4(_mm512_set1_epi64(static_cast<long long>(lo)),
-                                                      _mm256_set1_epi64x(static_cast<long long>(hi)), 1)
-                                : _mm512_set1_epi64(static_cast<long long>(lo));
+    const __m512i data = B == 5
+                             ? _mm512_inserti64x4(_mm512_set1_epi64(static_cast<long long>(lo)),
+                                                  _mm256_set1_epi64x(static_cast<long long>(hi)), 1)
+                             : _mm512_set1_epi64(static_cast<long long>(lo));
     // Control byte of dword j (qword j/2, byte 4*(j%2)): bit offset of value j in its qword.
     alignas(64) static constexpr uint8_t kCtl[64] = {
 #define TKV_C(j) static_cast<uint8_t>(B * ((B == 5) ? (j) % 8 : (j))), 0, 0, 0
-        TKV_C(0), TKV_C(1), TKV_C(2),  TKV_C(3),  TKV_C(4),  TKV_C(5),  TKV_C(6),  TKV_C(7),
-        TKV_C(8), TKV_C(9), TKV_C(10), TKV_C(11), TKV_C(12), TKV_C(13), TKV_C(14), TKV_C(15)
+        TKV_C(0),  TKV_C(1),  TKV_C(2),  TKV_C(3), TKV_C(4),  TKV_C(5),
+        TKV_C(6),  TKV_C(7),  TKV_C(8),  TKV_C(9), TKV_C(10), TKV_C(11),
+        TKV_C(12), TKV_C(13), TKV_C(14), TKV_C(15)
 #undef TKV_C
     };
     const __m512i sel = _mm512_multishift_epi64_epi8(_mm512_load_si512(kCtl), data);
@@ -166,15 +218,22 @@ TKV_FUSED_TGT512 inline F lut(const float* c, I q) {
     return _mm512_i32gather_ps(q, c, 4);
   }
 }
-TKV_FUSED_TGT512 inline F roundn(F v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+TKV_FUSED_TGT512 inline F roundn(F v) {
+  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 TKV_FUSED_TGT512 inline F pow2i(F n) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
 TKV_FUSED_TGT512 inline F zero_below_m87(F x, F v) {
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ), v);
 }
-TKV_FUSED_TGT512 inline F max(F a, F b) { return _mm512_max_ps(a, b); }
-TKV_FUSED_TGT512 inline F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+TKV_FUSED_TGT512 inline F max(F a, F b) {
+  return _mm512_max_ps(a, b);
+}
+TKV_FUSED_TGT512 inline F fnmadd(F a, F b, F c) {
+  return _mm512_fnmadd_ps(a, b, c);
+}
 }  // namespace avx512
 
 }  // namespace tkv::kernels::fused

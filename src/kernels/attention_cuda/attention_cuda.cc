@@ -17,20 +17,27 @@
 namespace tkv::kernels {
 namespace {
 
-constexpr int kPartAlign = 64;     // tokens: a multiple of every block's tokens per loop step
-constexpr int kMinPart = 256;      // below this the partial/merge overhead dominates
+constexpr int kPartAlign = 64;  // tokens: a multiple of every block's tokens per loop step
+constexpr int kMinPart = 256;   // below this the partial/merge overhead dominates
 constexpr int kMaxPart = 4096;
 constexpr int kMaxMmaPart = 16384;  // tensor-core path: longest partition
-constexpr int kBlocksPerSm = 16;   // target grid: several waves of resident blocks
-constexpr int kOneWaveMinLen = 8192;  // tensor-core path: 1 block/SM from this context up (shorter: 8-warp blocks won)
+constexpr int kBlocksPerSm = 16;    // target grid: several waves of resident blocks
+constexpr int kOneWaveMinLen =
+    8192;  // tensor-core path: 1 block/SM from this context up (shorter: 8-warp blocks won)
 
-int heads_per_block(int gqa) { return gqa % 4 == 0 ? 4 : gqa % 2 == 0 ? 2 : 1; }
+int heads_per_block(int gqa) {
+  return gqa % 4 == 0 ? 4 : gqa % 2 == 0 ? 2 : 1;
+}
 
-bool valid_bits(int b, bool v) { return b == 2 || b == 3 || b == 4 || b == 5 || b == 8 || (v && b == 1); }
+bool valid_bits(int b, bool v) {
+  return b == 2 || b == 3 || b == 4 || b == 5 || b == 8 || (v && b == 1);
+}
 
 Status validate(const DecodeCudaParams& p) {
   const PagedKvFormat& f = p.kv.format;
-  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, "[attention_cuda] " + m); };
+  auto bad = [](const std::string& m) {
+    return Status(StatusCode::kInvalidArgument, "[attention_cuda] " + m);
+  };
   if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256 && f.head_dim != 512)
     return bad("head_dim " + std::to_string(f.head_dim) + " not in {64,128,256,512}");
   if (!f.bf16 && (!valid_bits(f.k_bits, false) || !valid_bits(f.v_bits, true)))
@@ -41,16 +48,18 @@ Status validate(const DecodeCudaParams& p) {
                std::to_string(p.kv.n_kv_heads));
   if (p.kv.page_size <= 0 || (p.kv.page_size & (p.kv.page_size - 1)) != 0)
     return bad("page_size " + std::to_string(p.kv.page_size) + " is not a power of two");
-  if (p.n_seqs <= 0 || p.n_seqs > 65535) return bad("n_seqs " + std::to_string(p.n_seqs) + " not in [1, 65535]");
+  if (p.n_seqs <= 0 || p.n_seqs > 65535)
+    return bad("n_seqs " + std::to_string(p.n_seqs) + " not in [1, 65535]");
   if (p.max_seq_len < 0) return bad("max_seq_len < 0");
   if (p.partition_tokens % kPartAlign != 0) return bad("partition_tokens must be a multiple of 64");
   if (p.kv.page_stride < 0) return bad("page_stride " + std::to_string(p.kv.page_stride) + " < 0");
   if (p.kv.page_stride > 0 && (int64_t)p.kv.page_stride * p.kv.page_size < p.max_seq_len)
-    return bad("block table of " + std::to_string(p.kv.page_stride) + " pages per sequence holds fewer than max_seq_len " +
-               std::to_string(p.max_seq_len) + " tokens");
-  if (!p.q || !p.out || !p.kv.k_data || !p.kv.v_data || (p.kv.page_stride == 0 && !p.kv.page_indptr) ||
-      !p.kv.page_indices ||
-      !p.kv.seq_lens || (!f.bf16 && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))
+    return bad("block table of " + std::to_string(p.kv.page_stride) +
+               " pages per sequence holds fewer than max_seq_len " + std::to_string(p.max_seq_len) +
+               " tokens");
+  if (!p.q || !p.out || !p.kv.k_data || !p.kv.v_data ||
+      (p.kv.page_stride == 0 && !p.kv.page_indptr) || !p.kv.page_indices || !p.kv.seq_lens ||
+      (!f.bf16 && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))
     return bad("null device pointer");
   if (p.workspace_bytes < decode_workspace_bytes(p) || !p.workspace)
     return bad("workspace of " + std::to_string(p.workspace_bytes) + " bytes, need " +
@@ -82,32 +91,38 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
     // merge). Pick the split with the fewest wave-tokens; ties go to fewer partitions.
     // Partitions stay <= kMaxMmaPart: on the H200, B=32 x 128k ran 3146 us as 2 x 65536
     // tokens (one wave) and 2590 us as 8 x 16384 (docs/bench/cuda.md, 4 blocks/SM then).
-    const int64_t slots = (int64_t)sms * (p.kv.format.bf16 ? 1 : 2);  // bf16: 8-warp blocks of 192 KB, 1 per SM
+    const int64_t slots =
+        (int64_t)sms * (p.kv.format.bf16 ? 1 : 2);  // bf16: 8-warp blocks of 192 KB, 1 per SM
     const int max_parts = std::max(1, (len + kMinPart - 1) / kMinPart);
     int64_t best = INT64_MAX;
     for (int n = 1; n <= max_parts; ++n) {
       const int cand = (len + n - 1) / n, cpart = (cand + 127) / 128 * 128;
       const int64_t parts = (len + cpart - 1) / cpart;
-      if (parts != n || cpart > kMaxMmaPart) continue;  // the same split as a smaller n, or too long
+      if (parts != n || cpart > kMaxMmaPart)
+        continue;  // the same split as a smaller n, or too long
       const int64_t waves = (blocks * parts + slots - 1) / slots;
       const int64_t cost = waves * (cpart / kPartAlign + 2);
       if (cost < best) best = cost, part = cpart;
     }
   }
   if (part <= 0) {
-    const int64_t want_parts = std::max<int64_t>(1, (int64_t)p.sm_count * kBlocksPerSm / std::max<int64_t>(1, blocks));
+    const int64_t want_parts =
+        std::max<int64_t>(1, (int64_t)p.sm_count * kBlocksPerSm / std::max<int64_t>(1, blocks));
     part = (int)std::clamp<int64_t>((len + want_parts - 1) / want_parts, kMinPart, kMaxPart);
     part = (part + kPartAlign - 1) / kPartAlign * kPartAlign;
   }
   plan.partition_tokens = part;
   plan.n_parts = (len + part - 1) / part;
-  if (tc) plan.mma_warps = blocks * plan.n_parts <= sms && len >= kOneWaveMinLen && !p.kv.format.bf16 ? 16 : 8;
+  if (tc)
+    plan.mma_warps =
+        blocks * plan.n_parts <= sms && len >= kOneWaveMinLen && !p.kv.format.bf16 ? 16 : 8;
   return plan;
 }
 
 int64_t decode_workspace_bytes(const DecodeCudaParams& p) {
   const DecodePlan plan = decode_plan(p);
-  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) * (int64_t)sizeof(float) +
+  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) *
+             (int64_t)sizeof(float) +
          (int64_t)p.n_seqs * p.n_heads * (int64_t)sizeof(int);  // + the merge counters
 }
 
@@ -134,22 +149,26 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
     l.centroids = turbo_centroids_cuda(p.kv.format.v_bits);
     l.signs = turbo_signs_cuda(p.kv.format.head_dim);
     l.inv_sqrt = quant::turbo_inv_sqrt(p.kv.format.head_dim);
-    if (!l.centroids || !l.signs) return Status(StatusCode::kInternal, "[attention_cuda] table upload failed");
+    if (!l.centroids || !l.signs)
+      return Status(StatusCode::kInternal, "[attention_cuda] table upload failed");
   }
   l.counters = reinterpret_cast<int*>(l.ws_ml + 2 * (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts);
-  if (decode_uses_tensor_cores(p)) {  // partials and their merge in one kernel (the last block of a row merges)
+  if (decode_uses_tensor_cores(
+          p)) {  // partials and their merge in one kernel (the last block of a row merges)
     if (p.merge_counters)  // the caller's counters: zero, and left zero by the kernel
       l.counters = p.merge_counters;
     else
       TKV_RETURN_IF_ERROR(device::cuda_status(
           cudaMemsetAsync(l.counters, 0, (size_t)p.n_seqs * p.n_heads * sizeof(int), stream),
           "[attention_cuda] counter reset"));
-    return device::cuda_status(cuda_detail::launch_decode_turbo_mma(l, stream), "[attention_cuda] decode launch");
+    return device::cuda_status(cuda_detail::launch_decode_turbo_mma(l, stream),
+                               "[attention_cuda] decode launch");
   }
-  const cudaError_t e = !turbo ? cuda_detail::launch_decode_bf16(l, stream) : cuda_detail::launch_decode_turbo(l, stream);
-  TKV_RETURN_IF_ERROR(device::cuda_status(e,
-                                          "[attention_cuda] decode partial launch"));
-  return device::cuda_status(cuda_detail::launch_decode_reduce(l, turbo, stream), "[attention_cuda] reduce launch");
+  const cudaError_t e = !turbo ? cuda_detail::launch_decode_bf16(l, stream)
+                               : cuda_detail::launch_decode_turbo(l, stream);
+  TKV_RETURN_IF_ERROR(device::cuda_status(e, "[attention_cuda] decode partial launch"));
+  return device::cuda_status(cuda_detail::launch_decode_reduce(l, turbo, stream),
+                             "[attention_cuda] reduce launch");
 }
 
 }  // namespace tkv::kernels

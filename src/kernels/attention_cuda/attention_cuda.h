@@ -17,18 +17,20 @@ class Status;  // base/status.h; declared here so .cu files can include this hea
 namespace tkv::kernels {
 
 struct DecodeCudaParams {
-  PagedKv kv;                  // device pointers; the cache holds each seq's tokens incl. the new one
+  PagedKv kv;  // device pointers; the cache holds each seq's tokens incl. the new one
   int n_seqs = 0;
-  int n_heads = 0;             // query heads; a multiple of kv.n_kv_heads (head h uses kv head h / gqa)
-  int max_seq_len = 0;         // host-side upper bound of seq_lens (sizes the split)
-  float softmax_scale = 0.0f;  // usually 1/sqrt(head_dim)
-  const uint16_t* q = nullptr; // [n_seqs, n_heads, head_dim] bf16, device
-  uint16_t* out = nullptr;     // [n_seqs, n_heads, head_dim] bf16, device
-  int partition_tokens = 0;    // split size (multiple of 64); 0 = auto (fill the GPU)
-  int sm_count = 132;          // multiprocessors, for the auto split
-  int min_blocks_per_sm = 0;   // 3: registers capped for 3 blocks/SM (4-head tiles, d 128; k8v3/k8v4/k4v3/k4v2/bf16)
-  bool general_kernel = false; // true: never the tensor-core path (the FP32 kernel every format has)
-  void* workspace = nullptr;   // >= decode_workspace_bytes(*this), device
+  int n_heads = 0;      // query heads; a multiple of kv.n_kv_heads (head h uses kv head h / gqa)
+  int max_seq_len = 0;  // host-side upper bound of seq_lens (sizes the split)
+  float softmax_scale = 0.0f;   // usually 1/sqrt(head_dim)
+  const uint16_t* q = nullptr;  // [n_seqs, n_heads, head_dim] bf16, device
+  uint16_t* out = nullptr;      // [n_seqs, n_heads, head_dim] bf16, device
+  int partition_tokens = 0;     // split size (multiple of 64); 0 = auto (fill the GPU)
+  int sm_count = 132;           // multiprocessors, for the auto split
+  int min_blocks_per_sm =
+      0;  // 3: registers capped for 3 blocks/SM (4-head tiles, d 128; k8v3/k8v4/k4v3/k4v2/bf16)
+  bool general_kernel =
+      false;                  // true: never the tensor-core path (the FP32 kernel every format has)
+  void* workspace = nullptr;  // >= decode_workspace_bytes(*this), device
   int64_t workspace_bytes = 0;
   // Optional (tensor-core path): >= n_seqs * n_heads ints of device memory kept for this
   // purpose across calls, zeroed once by the caller (cudaMemset). Each call counts the
@@ -51,8 +53,9 @@ struct DecodePlan {
   int partition_tokens = 0;
   int n_parts = 0;
   int query_heads_per_block = 0;  // GQA heads sharing each K/V load (1, 2 or 4)
-  int mma_warps = 0;  // tensor-core path: consumer warps per block, 16 (one block per SM, the grid one
-                      // wave) or 8 (two per SM; a bf16 cache: always 8, one per SM); 0 elsewhere
+  int mma_warps =
+      0;  // tensor-core path: consumer warps per block, 16 (one block per SM, the grid one
+          // wave) or 8 (two per SM; a bf16 cache: always 8, one per SM); 0 elsewhere
 };
 DecodePlan decode_plan(const DecodeCudaParams& p);
 // True when decode_attention_cuda takes the tensor-core path: turbo k8v3/k8v4 (signed or
@@ -75,7 +78,8 @@ int64_t decode_bytes_read(const DecodeCudaParams& p, const int32_t* host_seq_len
 
 // Validates p ("[attention_cuda] ..."), then launches the partial and reduce kernels
 // on stream (the tensor-core path: one kernel whose last partition block of each
-// (sequence, head tile) merges, after a counter reset when merge_counters is null). Asynchronous: the error of a launch is returned, not of the execution.
+// (sequence, head tile) merges, after a counter reset when merge_counters is null). Asynchronous:
+// the error of a launch is returned, not of the execution.
 Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace tkv::kernels

@@ -17,16 +17,16 @@ struct Bf16Codec {
     return __uint_as_float((i % 2) ? (w[i / 2] & 0xffff0000u) : (w[i / 2] << 16));
   }
 
-  static __device__ __forceinline__ void load(Raw& r, const TokenCtx& c, const uint8_t* stage, int tok, int tile,
-                                              int j) {
+  static __device__ __forceinline__ void load(Raw& r, const TokenCtx& c, const uint8_t* stage,
+                                              int tok, int tile, int j) {
     const int rb = c.row_bytes[0];
     load_chunk<kBytes>(stage + tok * rb + j * kBytes, r.k);
     load_chunk<kBytes>(stage + tile * rb + tok * rb + j * kBytes, r.v);
   }
 
   template <int TILE>
-  static __device__ __forceinline__ void qk(const Raw& r, const TokenCtx&, const float (&q)[TILE][kChunk],
-                                            float (&s)[TILE]) {
+  static __device__ __forceinline__ void qk(const Raw& r, const TokenCtx&,
+                                            const float (&q)[TILE][kChunk], float (&s)[TILE]) {
 #pragma unroll
     for (int h = 0; h < TILE; ++h) s[h] = 0.0f;
 #pragma unroll
@@ -65,7 +65,8 @@ cudaError_t launch_tile(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
   const int smem = decode_smem_bytes(rows, 2, d, TILE);
   static int raised = 0;  // the opt-in above 48 KiB, once per instantiation (and size)
   if (smem > 48 * 1024 && smem > raised) {
-    const cudaError_t e = cudaFuncSetAttribute(decode_bf16_kernel<TILE, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const cudaError_t e = cudaFuncSetAttribute(decode_bf16_kernel<TILE, MINB>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     raised = smem;
   }
@@ -77,13 +78,17 @@ cudaError_t launch_tile(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
 
 cudaError_t launch_decode_bf16(const DecodeLaunch& a, cudaStream_t stream) {
   const int gqa = a.p.n_heads / a.p.kv.n_kv_heads;
-  const dim3 grid(a.plan.n_parts, a.p.kv.n_kv_heads * (gqa / a.plan.query_heads_per_block), a.p.n_seqs);
+  const dim3 grid(a.plan.n_parts, a.p.kv.n_kv_heads * (gqa / a.plan.query_heads_per_block),
+                  a.p.n_seqs);
   switch (a.plan.query_heads_per_block) {
     case 4:
-      if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim == 128) return launch_tile<4, 3>(a, grid, stream);
+      if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim == 128)
+        return launch_tile<4, 3>(a, grid, stream);
       return launch_tile<4, 1>(a, grid, stream);
-    case 2: return launch_tile<2, 1>(a, grid, stream);
-    default: return launch_tile<1, 1>(a, grid, stream);
+    case 2:
+      return launch_tile<2, 1>(a, grid, stream);
+    default:
+      return launch_tile<1, 1>(a, grid, stream);
   }
 }
 

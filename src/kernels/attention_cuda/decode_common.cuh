@@ -15,11 +15,11 @@
 
 namespace tkv::kernels::cuda_detail {
 
-constexpr int kChunk = 16;    // head_dim elements per thread
+constexpr int kChunk = 16;  // head_dim elements per thread
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kUnroll = 4;    // tokens per thread per tile
-constexpr int kStages = 3;    // pipeline depth (tiles in shared memory)
+constexpr int kUnroll = 4;                      // tokens per thread per tile
+constexpr int kStages = 3;                      // pipeline depth (tiles in shared memory)
 constexpr int kTileLanes = kThreads * kUnroll;  // tokens per tile * lanes per token
 constexpr int kMaxPlanes = 5;
 constexpr int kMaxHeadDim = 512;
@@ -44,7 +44,8 @@ __device__ __forceinline__ void load_chunk(const uint8_t* p, uint32_t (&w)[(CB +
 #pragma unroll
     for (int i = 0; i < (CB + 3) / 4; ++i) w[i] = 0;
 #pragma unroll
-    for (int i = 0; i < CB / 2; ++i) w[i / 2] |= (uint32_t)reinterpret_cast<const uint16_t*>(p)[i] << (16 * (i % 2));
+    for (int i = 0; i < CB / 2; ++i)
+      w[i / 2] |= (uint32_t) reinterpret_cast<const uint16_t*>(p)[i] << (16 * (i % 2));
   }
 }
 
@@ -64,7 +65,9 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float h2f(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
 
 // Asynchronous global -> shared copy of n (4, 8 or 16) bytes.
 __device__ __forceinline__ void cp_async(void* dst, const void* src, int n) {
@@ -77,7 +80,9 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, int n) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src));
   }
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -85,9 +90,12 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // Hopper bulk tensor copies (TMA) completing on an mbarrier in shared memory; the
 // tensor maps are __grid_constant__ kernel parameters (generic addresses here).
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count)
+               : "memory");
 }
 // After the inits, before any thread or the copy engine uses the barriers (then a __syncthreads).
 __device__ __forceinline__ void mbar_init_fence() {
@@ -95,7 +103,9 @@ __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
@@ -105,7 +115,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done;
   do {
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, "
+        "1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(smem_u32(bar)), "r"(parity)
         : "memory");
@@ -114,24 +125,28 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 __device__ __forceinline__ void tma_prefetch(const void* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 }
-__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, int c1, uint64_t* bar) {
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, int c1,
+                                            uint64_t* bar) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          smem_u32(dst)),
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3}], [%4];\n" ::"r"(smem_u32(dst)),
       "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
       : "memory");
 }
 // Plain (non-tensor) bulk copy of bytes (a multiple of 16; both addresses 16-byte aligned).
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
       : "memory");
 }
-__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int c0, int c1, int c2, uint64_t* bar) {
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int c0, int c1, int c2,
+                                            uint64_t* bar) {
   asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
-          "r"(smem_u32(dst)),
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
       : "memory");
 }
@@ -141,13 +156,14 @@ struct TokenCtx {
   const uint8_t* plane[kMaxPlanes];
   int row_bytes[kMaxPlanes];  // per (token, kv head) row
   int n_planes;
-  float k_offset;             // 2^23 (+128 for signed keys): the magic-number int->float bias
-  uint32_t k_xor;             // 0x80808080 for signed 8-bit keys (two's complement -> biased)
-  const float* cent;          // [2^v_bits] shared-memory centroid table
+  float k_offset;     // 2^23 (+128 for signed keys): the magic-number int->float bias
+  uint32_t k_xor;     // 0x80808080 for signed 8-bit keys (two's complement -> biased)
+  const float* cent;  // [2^v_bits] shared-memory centroid table
 };
 
 // Bytes of one pipeline stage: tokens per tile times the row bytes of every plane.
-__host__ __device__ inline int stage_bytes(const int (&row_bytes)[kMaxPlanes], int n_planes, int lanes) {
+__host__ __device__ inline int stage_bytes(const int (&row_bytes)[kMaxPlanes], int n_planes,
+                                           int lanes) {
   int sum = 0;
 #pragma unroll
   for (int p = 0; p < kMaxPlanes; ++p) sum += p < n_planes ? row_bytes[p] : 0;
@@ -155,8 +171,9 @@ __host__ __device__ inline int stage_bytes(const int (&row_bytes)[kMaxPlanes], i
 }
 
 // Issues the copies of tile tokens [t0, t0 + tile) (clipped at t_end) into stage.
-__device__ __forceinline__ void issue_tile(const TokenCtx& c, uint8_t* stage, int tile, int t0, int t_end,
-                                           const int32_t* pages, int ps_shift, int page_size, int n_kv, int kvh) {
+__device__ __forceinline__ void issue_tile(const TokenCtx& c, uint8_t* stage, int tile, int t0,
+                                           int t_end, const int32_t* pages, int ps_shift,
+                                           int page_size, int n_kv, int kvh) {
   const int tpt = kThreads / tile;  // threads per token
   const int tok = threadIdx.x / tpt, sub = threadIdx.x % tpt, t = t0 + tok;
   if (t >= t_end) return;
@@ -176,7 +193,8 @@ __device__ __forceinline__ void issue_tile(const TokenCtx& c, uint8_t* stage, in
 // Flash-decoding partial for one (seq, kv head, head tile, partition). Codec provides
 // Raw, load(raw, ctx, stage, tok, tile, j), qk() and pv(); see decode_turbo_cuda.cu.
 template <class Codec, int TILE>
-__device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const TokenCtx& ctx, uint8_t* smem) {
+__device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const TokenCtx& ctx,
+                                               uint8_t* smem) {
   const PagedKv& kv = a.p.kv;
   const int part = blockIdx.x, seq = blockIdx.z;
   const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / TILE;
@@ -184,7 +202,8 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
   const int seq_len = kv.seq_lens[seq], t_begin = part * a.plan.partition_tokens;
   if (t_begin >= seq_len) return;  // uniform per block: the reduce ignores this partition
   const int t_end = min(seq_len, t_begin + a.plan.partition_tokens);
-  const int d = kv.format.head_dim, lanes = d / kChunk, slots = 32 / lanes, tile = kTileLanes / lanes;
+  const int d = kv.format.head_dim, lanes = d / kChunk, slots = 32 / lanes,
+            tile = kTileLanes / lanes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slot = lane / lanes, j = lane % lanes;
   const int32_t* pages = kv.seq_pages(seq);
   const int ps_shift = __ffs(kv.page_size) - 1;
@@ -193,15 +212,16 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_tiles)
-      issue_tile(ctx, smem + s * sbytes, tile, t_begin + s * tile, t_end, pages, ps_shift, kv.page_size,
-                 kv.n_kv_heads, kvh);
+      issue_tile(ctx, smem + s * sbytes, tile, t_begin + s * tile, t_end, pages, ps_shift,
+                 kv.page_size, kv.n_kv_heads, kvh);
     cp_async_commit();
   }
 
   float q[TILE][kChunk], acc[TILE][kChunk], m[TILE], l[TILE];
 #pragma unroll
   for (int h = 0; h < TILE; ++h) {
-    const uint4* qp = reinterpret_cast<const uint4*>(a.p.q + ((int64_t)seq * a.p.n_heads + hq0 + h) * d + j * kChunk);
+    const uint4* qp = reinterpret_cast<const uint4*>(
+        a.p.q + ((int64_t)seq * a.p.n_heads + hq0 + h) * d + j * kChunk);
     const uint4 v0 = __ldg(qp), v1 = __ldg(qp + 1);
     const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
@@ -218,8 +238,8 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
     __syncthreads();               // everyone's did, and everyone finished tile it-1
     const int nxt = it + kStages - 1;
     if (nxt < n_tiles)
-      issue_tile(ctx, smem + (nxt % kStages) * sbytes, tile, t_begin + nxt * tile, t_end, pages, ps_shift,
-                 kv.page_size, kv.n_kv_heads, kvh);
+      issue_tile(ctx, smem + (nxt % kStages) * sbytes, tile, t_begin + nxt * tile, t_end, pages,
+                 ps_shift, kv.page_size, kv.n_kv_heads, kvh);
     cp_async_commit();
     const uint8_t* stage = smem + (it % kStages) * sbytes;
     // Scores of this thread's kUnroll tokens first (independent chains for ILP), one
@@ -278,10 +298,12 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
     for (int h = 0; h < TILE; ++h) {
       const float mo = __shfl_xor_sync(kFull, m[h], off), lo = __shfl_xor_sync(kFull, l[h], off);
       const float mx = fmaxf(m[h], mo);
-      const float c1 = mx == -INFINITY ? 0.0f : fast_exp2(m[h] - mx), c2 = mx == -INFINITY ? 0.0f : fast_exp2(mo - mx);
+      const float c1 = mx == -INFINITY ? 0.0f : fast_exp2(m[h] - mx),
+                  c2 = mx == -INFINITY ? 0.0f : fast_exp2(mo - mx);
       l[h] = l[h] * c1 + lo * c2;
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) acc[h][i] = acc[h][i] * c1 + __shfl_xor_sync(kFull, acc[h][i], off) * c2;
+      for (int i = 0; i < kChunk; ++i)
+        acc[h][i] = acc[h][i] * c1 + __shfl_xor_sync(kFull, acc[h][i], off) * c2;
       m[h] = mx;
     }
   }
@@ -316,7 +338,8 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
 }
 
 // Dynamic shared memory of a decode block: the pipeline, or the merge buffers if larger.
-__host__ __device__ inline int decode_smem_bytes(const int (&row_bytes)[kMaxPlanes], int n_planes, int d, int tile_heads) {
+__host__ __device__ inline int decode_smem_bytes(const int (&row_bytes)[kMaxPlanes], int n_planes,
+                                                 int d, int tile_heads) {
   const int pipe = kStages * stage_bytes(row_bytes, n_planes, d / kChunk);
   const int merge = kWarps * tile_heads * (d + 2) * 4;
   return pipe > merge ? pipe : merge;

@@ -10,12 +10,13 @@ namespace tkv::kernels::cuda_detail {
 namespace {
 
 constexpr int kSmemParts = 1024;  // partitions whose weights are staged in shared memory
-constexpr int kMaxGroups = 8;     // partition groups per block (threads = head_dim * groups <= 1024)
+constexpr int kMaxGroups = 8;  // partition groups per block (threads = head_dim * groups <= 1024)
 
 // Block (head, seq), head_dim * G threads: thread (g, e) sums the partitions p = g mod G
 // of element e (G independent load streams per element), then group 0 adds the G
 // partial sums in g order (deterministic), runs the FWHT and writes.
-__global__ void __launch_bounds__(1024) decode_reduce_kernel(const DecodeLaunch a, bool unrotate, int groups) {
+__global__ void __launch_bounds__(1024)
+    decode_reduce_kernel(const DecodeLaunch a, bool unrotate, int groups) {
   __shared__ float s_x[kMaxHeadDim];
   __shared__ float s_w[kSmemParts];  // partition weight 2^(m_p - M)
   __shared__ float s_red[32];
@@ -43,7 +44,8 @@ __global__ void __launch_bounds__(1024) decode_reduce_kernel(const DecodeLaunch 
   const float* part_acc = a.ws_acc + rec0 * d + e;
 #pragma unroll 4
   for (int p = g; p < used; p += groups) {
-    const float w = p < kSmemParts ? s_w[p] : (ml[2 * p] == -INFINITY ? 0.0f : exp2f(ml[2 * p] - mx));
+    const float w =
+        p < kSmemParts ? s_w[p] : (ml[2 * p] == -INFINITY ? 0.0f : exp2f(ml[2 * p] - mx));
     l += ml[2 * p + 1] * w;
     acc += part_acc[(int64_t)p * d] * w;
   }

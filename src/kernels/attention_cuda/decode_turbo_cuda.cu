@@ -18,8 +18,8 @@ struct TurboCodec {
   };
 
   // Chunk j of token tok from a pipeline stage: planes [tile][row bytes] back to back.
-  static __device__ __forceinline__ void load(Raw& r, const TokenCtx& c, const uint8_t* stage, int tok, int tile,
-                                              int j) {
+  static __device__ __forceinline__ void load(Raw& r, const TokenCtx& c, const uint8_t* stage,
+                                              int tok, int tile, int j) {
     const int kr = c.row_bytes[0], vr = c.row_bytes[1], sr = c.row_bytes[2];
     load_chunk<kKBytes>(stage + tok * kr + j * kKBytes, r.k);
     load_chunk<kVBytes>(stage + tile * kr + tok * vr + j * kVBytes, r.v);
@@ -31,8 +31,8 @@ struct TurboCodec {
   // s[h] = scale * sum_i q[h][i] * (idx_i + zero) over this chunk. idx + zero is an
   // exact small integer: float(2^23 + biased idx) - (2^23 + bias - zero).
   template <int TILE>
-  static __device__ __forceinline__ void qk(const Raw& r, const TokenCtx& c, const float (&q)[TILE][kChunk],
-                                            float (&s)[TILE]) {
+  static __device__ __forceinline__ void qk(const Raw& r, const TokenCtx& c,
+                                            const float (&q)[TILE][kChunk], float (&s)[TILE]) {
     const float off = __fsub_rn(c.k_offset, h2f(r.kz));
 #pragma unroll
     for (int h = 0; h < TILE; ++h) s[h] = 0.0f;
@@ -78,10 +78,14 @@ __global__ void __launch_bounds__(kThreads, MINB) decode_turbo_kernel(const Deco
   const PagedKv& kv = a.p.kv;
   const int d = kv.format.head_dim;
   const bool sgn = KB == 8 && kv.format.k_signed;
-  const TokenCtx ctx{{kv.k_data, kv.v_data, reinterpret_cast<const uint8_t*>(kv.k_scale),
-                      reinterpret_cast<const uint8_t*>(kv.k_zero), reinterpret_cast<const uint8_t*>(kv.v_scale)},
-                     {d * KB / 8, d * VB / 8, d / 16, d / 16, d / 16}, 5,
-                     sgn ? 8388736.0f : 8388608.0f, sgn ? 0x80808080u : 0u, s_cent};
+  const TokenCtx ctx{
+      {kv.k_data, kv.v_data, reinterpret_cast<const uint8_t*>(kv.k_scale),
+       reinterpret_cast<const uint8_t*>(kv.k_zero), reinterpret_cast<const uint8_t*>(kv.v_scale)},
+      {d * KB / 8, d * VB / 8, d / 16, d / 16, d / 16},
+      5,
+      sgn ? 8388736.0f : 8388608.0f,
+      sgn ? 0x80808080u : 0u,
+      s_cent};
   decode_partial<TurboCodec<KB, VB>, TILE>(a, ctx, smem);  // its first barrier publishes s_cent
 }
 
@@ -92,8 +96,8 @@ cudaError_t launch_tile(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
   const int smem = decode_smem_bytes(rows, 5, d, TILE);
   static int raised = 0;  // the opt-in above 48 KiB, once per instantiation (and size)
   if (smem > 48 * 1024 && smem > raised) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(decode_turbo_kernel<KB, VB, TILE, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const cudaError_t e = cudaFuncSetAttribute(decode_turbo_kernel<KB, VB, TILE, MINB>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     raised = smem;
   }
@@ -106,24 +110,34 @@ cudaError_t launch_kv(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
   switch (a.plan.query_heads_per_block) {
     case 4:
       if constexpr ((KB == 8 && (VB == 3 || VB == 4)) || (KB == 4 && (VB == 3 || VB == 2))) {
-        if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim == 128) return launch_tile<KB, VB, 4, 3>(a, grid, stream);
+        if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim == 128)
+          return launch_tile<KB, VB, 4, 3>(a, grid, stream);
       }
       return launch_tile<KB, VB, 4, 1>(a, grid, stream);
-    case 2: return launch_tile<KB, VB, 2, 1>(a, grid, stream);
-    default: return launch_tile<KB, VB, 1, 1>(a, grid, stream);
+    case 2:
+      return launch_tile<KB, VB, 2, 1>(a, grid, stream);
+    default:
+      return launch_tile<KB, VB, 1, 1>(a, grid, stream);
   }
 }
 
 template <int KB>
 cudaError_t launch_k(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
   switch (a.p.kv.format.v_bits) {
-    case 1: return launch_kv<KB, 1>(a, grid, stream);
-    case 2: return launch_kv<KB, 2>(a, grid, stream);
-    case 3: return launch_kv<KB, 3>(a, grid, stream);
-    case 4: return launch_kv<KB, 4>(a, grid, stream);
-    case 5: return launch_kv<KB, 5>(a, grid, stream);
-    case 8: return launch_kv<KB, 8>(a, grid, stream);
-    default: return cudaErrorInvalidValue;
+    case 1:
+      return launch_kv<KB, 1>(a, grid, stream);
+    case 2:
+      return launch_kv<KB, 2>(a, grid, stream);
+    case 3:
+      return launch_kv<KB, 3>(a, grid, stream);
+    case 4:
+      return launch_kv<KB, 4>(a, grid, stream);
+    case 5:
+      return launch_kv<KB, 5>(a, grid, stream);
+    case 8:
+      return launch_kv<KB, 8>(a, grid, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -131,14 +145,21 @@ cudaError_t launch_k(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
 
 cudaError_t launch_decode_turbo(const DecodeLaunch& a, cudaStream_t stream) {
   const int gqa = a.p.n_heads / a.p.kv.n_kv_heads;
-  const dim3 grid(a.plan.n_parts, a.p.kv.n_kv_heads * (gqa / a.plan.query_heads_per_block), a.p.n_seqs);
+  const dim3 grid(a.plan.n_parts, a.p.kv.n_kv_heads * (gqa / a.plan.query_heads_per_block),
+                  a.p.n_seqs);
   switch (a.p.kv.format.k_bits) {
-    case 2: return launch_k<2>(a, grid, stream);
-    case 3: return launch_k<3>(a, grid, stream);
-    case 4: return launch_k<4>(a, grid, stream);
-    case 5: return launch_k<5>(a, grid, stream);
-    case 8: return launch_k<8>(a, grid, stream);
-    default: return cudaErrorInvalidValue;
+    case 2:
+      return launch_k<2>(a, grid, stream);
+    case 3:
+      return launch_k<3>(a, grid, stream);
+    case 4:
+      return launch_k<4>(a, grid, stream);
+    case 5:
+      return launch_k<5>(a, grid, stream);
+    case 8:
+      return launch_k<8>(a, grid, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -25,8 +25,8 @@
 namespace tkv::kernels::cuda_detail {
 namespace {
 
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -34,8 +34,12 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
-__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) {
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) {
+  return *reinterpret_cast<__half2*>(&u);
+}
 
 // Q·K by mma.sync m16n8k32 s32.u8.s8 (s8.s8 for signed keys): A = K of the warp's 16
 // tokens × one 32-group (ldmatrix.x4 straight from the swizzled stage, no conversion),
@@ -50,9 +54,9 @@ struct QFrag {
   float smul[2];     // q_scale / 2^e of heads hA, hB
 };
 
-// KB = 8: the lane's k slots 4c..4c+3 / 16+4c.. are dims 32g + 4c + {0..3} / 32g + 16 + 4c + {0..3}.
-// KB = 4 (two dims per key byte, low nibble first): slot 4c+j is dim 32g + 8c + 2j and
-// slot 16+4c+j dim 32g + 8c + 2j + 1, the order qk_tile's nibble split gives the K side.
+// KB = 8: the lane's k slots 4c..4c+3 / 16+4c.. are dims 32g + 4c + {0..3} / 32g + 16 + 4c +
+// {0..3}. KB = 4 (two dims per key byte, low nibble first): slot 4c+j is dim 32g + 8c + 2j and slot
+// 16+4c+j dim 32g + 8c + 2j + 1, the order qk_tile's nibble split gives the K side.
 template <int KB>
 __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0, int lane) {
   const int r = lane >> 2, c = lane & 3, h = r & 3;
@@ -65,12 +69,15 @@ __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0,
       const uint2 w1 = __ldg(reinterpret_cast<const uint2*>(qrow + 32 * g + 16 + 4 * c));
       const uint32_t ws[4] = {w0.x, w0.y, w1.x, w1.y};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[g][i] = __uint_as_float(i % 2 ? ws[i / 2] & 0xffff0000u : ws[i / 2] << 16);
+      for (int i = 0; i < 8; ++i)
+        v[g][i] = __uint_as_float(i % 2 ? ws[i / 2] & 0xffff0000u : ws[i / 2] << 16);
     } else {
-      const uint4 w = __ldg(reinterpret_cast<const uint4*>(qrow + 32 * g + 8 * c));  // dims 8c..8c+7
+      const uint4 w =
+          __ldg(reinterpret_cast<const uint4*>(qrow + 32 * g + 8 * c));  // dims 8c..8c+7
       const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) v[g][j] = __uint_as_float(ws[j] << 16), v[g][4 + j] = __uint_as_float(ws[j] & 0xffff0000u);
+      for (int j = 0; j < 4; ++j)
+        v[g][j] = __uint_as_float(ws[j] << 16), v[g][4 + j] = __uint_as_float(ws[j] & 0xffff0000u);
     }
   }
   float mx = 0.0f;
@@ -82,7 +89,7 @@ __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0,
   mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
   mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 16));  // the 8 lanes of head h
   int ex = 0;
-  frexpf(mx, &ex);                                            // mx in [2^(ex-1), 2^ex)
+  frexpf(mx, &ex);                                             // mx in [2^(ex-1), 2^ex)
   const int e = mx > 0.0f ? max(-100, min(100, 14 - ex)) : 0;  // max |q|·2^e in [2^13, 2^14)
   const float f = ldexpf(1.0f, e);
   const bool hi_part = r < 4;  // this lane's B column is head h's hi part (else lo)
@@ -94,8 +101,8 @@ __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0,
     uint32_t packed[2] = {0u, 0u};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int qi = __float2int_rn(v[g][i] * f);  // |qi| <= 2^14
-      const int qh = (qi + 128) >> 8;              // [-64, 64]
+      const int qi = __float2int_rn(v[g][i] * f);      // |qi| <= 2^14
+      const int qh = (qi + 128) >> 8;                  // [-64, 64]
       const int part = hi_part ? qh : qi - (qh << 8);  // lo in [-128, 127]
       sum += qi;
       packed[i / 4] |= (uint32_t)(part & 0xff) << (8 * (i % 4));
@@ -121,15 +128,18 @@ __device__ __forceinline__ QFrag load_q(const DecodeLaunch& a, int seq, int hq0,
 }
 
 template <bool kSigned>
-__device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
   if constexpr (kSigned) {
     asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
         : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
   } else {
     asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
         : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
   }
@@ -142,8 +152,8 @@ __device__ __forceinline__ void imma16832(int (&d)[4], const uint32_t (&a)[4], u
 // token t at u ^ ((t >> 1) & 3)), one ldmatrix.x4 per two groups, each byte split into its
 // low nibbles (k slots 4c..) and high nibbles (16 + 4c..), unsigned.
 template <bool kSigned, int SR, int KB>
-__device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const uint8_t* kpl, const uint8_t* ksc,
-                                        const uint8_t* kzr, int tw, int lane) {
+__device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const uint8_t* kpl,
+                                        const uint8_t* ksc, const uint8_t* kzr, int tw, int lane) {
   const int r = lane >> 2;
   constexpr int kKr = kD * KB / 8;
   // ldmatrix rows: lane L gives token (L&7) + 8((L>>3)&1), 16-byte unit 2g + (L>>4).
@@ -152,7 +162,8 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
   uint32_t k4[2][4];  // KB = 4: the ldmatrix.x4 of groups 0-1 and 2-3
   if constexpr (KB == 4) {
 #pragma unroll
-    for (int gg = 0; gg < 2; ++gg) ldmatrix_x4(k4[gg], lrow + (((2 * gg + lu) ^ ((lt >> 1) & 3)) << 4));
+    for (int gg = 0; gg < 2; ++gg)
+      ldmatrix_x4(k4[gg], lrow + (((2 * gg + lu) ^ ((lt >> 1) & 3)) << 4));
   }
   const uint2 zs0 = *reinterpret_cast<const uint2*>(ksc + (tw + r) * SR);  // k scales, token r
   const uint2 zs1 = *reinterpret_cast<const uint2*>(ksc + (tw + r + 8) * SR);
@@ -169,15 +180,18 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
     if constexpr (KB == 8) {
       ldmatrix_x4(af, lrow + (((2 * g + lu) ^ (lt & 7)) << 4));
     } else {
-      const uint32_t m0 = k4[g >> 1][2 * (g & 1)], m1 = k4[g >> 1][2 * (g & 1) + 1];  // tokens r, r+8
+      const uint32_t m0 = k4[g >> 1][2 * (g & 1)],
+                     m1 = k4[g >> 1][2 * (g & 1) + 1];  // tokens r, r+8
       af[0] = m0 & 0x0f0f0f0fu, af[1] = m1 & 0x0f0f0f0fu;
       af[2] = (m0 >> 4) & 0x0f0f0f0fu, af[3] = (m1 >> 4) & 0x0f0f0f0fu;
     }
     int d[4];
     imma16832<kSigned>(d, af, qf.b[g][0], qf.b[g][1]);
-    const float sc0 = g & 1 ? ks0[g >> 1].y : ks0[g >> 1].x;  // kw (a power of two) applied after: exact
+    const float sc0 =
+        g & 1 ? ks0[g >> 1].y : ks0[g >> 1].x;  // kw (a power of two) applied after: exact
     const float sc1 = g & 1 ? ks1[g >> 1].y : ks1[g >> 1].x;
-    const float z0 = g & 1 ? kz0[g >> 1].y : kz0[g >> 1].x, z1 = g & 1 ? kz1[g >> 1].y : kz1[g >> 1].x;
+    const float z0 = g & 1 ? kz0[g >> 1].y : kz0[g >> 1].x,
+                z1 = g & 1 ? kz1[g >> 1].y : kz1[g >> 1].x;
     s[0] = fmaf(sc0, fmaf(z0, qf.sqz[g][0], (float)d[0]), s[0]);
     s[1] = fmaf(sc0, fmaf(z0, qf.sqz[g][1], (float)d[1]), s[1]);
     s[2] = fmaf(sc1, fmaf(z1, qf.sqz[g][0], (float)d[2]), s[2]);
@@ -212,17 +226,21 @@ template <int KB, int VB, int kMode, int CW, int ST = 3>
 struct MmaLayout {
   static constexpr bool kBf = KB == 16;
   static constexpr int kSt = ST, kKr = kD * KB / 8;  // K row bytes
-  static constexpr int kCW = CW, kCT = 32 * CW, kPW = CW / 4, kTok = 16 * CW, kMinBlocks = kBf ? 1 : 16 / CW;
+  static constexpr int kCW = CW, kCT = 32 * CW, kPW = CW / 4, kTok = 16 * CW,
+                       kMinBlocks = kBf ? 1 : 16 / CW;
   static constexpr int kThreads = kMode != 0 ? kCT + 32 * kPW : kCT;
   static constexpr int kVr = kD * VB / 8, kSr = kBf ? 0 : 8;
   static constexpr int kK = kTok * kKr, kV = kTok * kVr, kS = kTok * kSr;  // one plane of one stage
-  __host__ __device__ static constexpr int slot_bytes() { return 16 * (kKr + kVr + 3 * kSr); }  // 16 tokens, all planes
+  __host__ __device__ static constexpr int slot_bytes() {
+    return 16 * (kKr + kVr + 3 * kSr);
+  }  // 16 tokens, all planes
   __host__ __device__ static constexpr int k_off(int s) { return s * kK; }
   __host__ __device__ static constexpr int v_off(int s) { return kSt * kK + s * kV; }
   __host__ __device__ static constexpr int s_off(int s) { return kSt * (kK + kV) + s * 3 * kS; }
   static constexpr int kBar = kSt * (kK + kV + 3 * kS);
-  static constexpr int kTab = kBf ? 1 : 1 << (2 * (kBf ? 1 : VB));  // pair-table entries (bf16: none, 1 declared)
-  static constexpr int kTabBytes = kBf ? 0 : 4 * kTab;                // the pair table (static shared memory)
+  static constexpr int kTab =
+      kBf ? 1 : 1 << (2 * (kBf ? 1 : VB));  // pair-table entries (bf16: none, 1 declared)
+  static constexpr int kTabBytes = kBf ? 0 : 4 * kTab;  // the pair table (static shared memory)
   static constexpr int kBytes = kBar + 16 * kSt;
   // Per-block share of the SM's 228 KB at kMinBlocks blocks (1 KB of it reserved per block).
   static constexpr int kBudget = 233472 / kMinBlocks - 1024 - kTabBytes;
@@ -242,8 +260,9 @@ struct TmaMaps {
 // page_size >= 64 the 4 slots of a producer warp: the maps' box has kRows rows) into stage
 // planes kst/vst/sst at token row tok, completing on bar (kRows / 16 slot_bytes() expected).
 template <class L, int kRows>
-__device__ __forceinline__ void issue_copies(const PagedKv& kv, const TmaMaps& tm, uint8_t* kst, uint8_t* vst,
-                                             uint8_t* sst, int tok, int t, int32_t page, int kvh, uint64_t* bar) {
+__device__ __forceinline__ void issue_copies(const PagedKv& kv, const TmaMaps& tm, uint8_t* kst,
+                                             uint8_t* vst, uint8_t* sst, int tok, int t,
+                                             int32_t page, int kvh, uint64_t* bar) {
   const int off = t & (kv.page_size - 1);     // a multiple of kRows
   const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
   if constexpr (L::kBf) {  // each plane as two 128-byte halves (the 128-byte swizzle's widest box)
@@ -266,8 +285,8 @@ __device__ __forceinline__ void issue_copies(const PagedKv& kv, const TmaMaps& t
 // thread i copying token i / 2 (each warp copies, and later reads, only its own 16
 // tokens). page: the page of this thread's token.
 template <class L>
-__device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* smem, int s, int t0, int t_end,
-                                                    int32_t page, int kvh) {
+__device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* smem, int s, int t0,
+                                                    int t_end, int32_t page, int kvh) {
   const int tok = threadIdx.x >> 1, t = t0 + tok;
   uint8_t* kst = smem + L::k_off(s);
   uint8_t* vst = smem + L::v_off(s);
@@ -276,7 +295,8 @@ __device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* 
   const int sub = threadIdx.x & 1;
   const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, t & (kv.page_size - 1));
   const uint8_t* ks = kv.k_data + row * L::kKr;
-  if constexpr (L::kBf) {  // the halves layout of mma_bf16_tiles.cuh, 8 units of K and 8 of V per thread
+  if constexpr (L::kBf) {  // the halves layout of mma_bf16_tiles.cuh, 8 units of K and 8 of V per
+                           // thread
     const uint8_t* vs = kv.v_data + row * L::kVr;
 #pragma unroll
     for (int u = sub; u < 16; u += 2) {
@@ -286,12 +306,15 @@ __device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* 
     }
     return;
   }
-  const int kswz = L::kKr == 128 ? tok & 7 : (tok >> 1) & 3;  // the TMA swizzle pattern (128 / 64 bytes)
+  const int kswz =
+      L::kKr == 128 ? tok & 7 : (tok >> 1) & 3;  // the TMA swizzle pattern (128 / 64 bytes)
 #pragma unroll
-  for (int u = sub; u < L::kKr / 16; u += 2) cp_async(kst + tok * L::kKr + ((u ^ kswz) << 4), ks + 16 * u, 16);
+  for (int u = sub; u < L::kKr / 16; u += 2)
+    cp_async(kst + tok * L::kKr + ((u ^ kswz) << 4), ks + 16 * u, 16);
   const uint8_t* vsrc = kv.v_data + row * L::kVr;
 #pragma unroll
-  for (int u = sub; u < L::kVr / 16; u += 2) cp_async(vst + tok * L::kVr + 16 * u, vsrc + 16 * u, 16);
+  for (int u = sub; u < L::kVr / 16; u += 2)
+    cp_async(vst + tok * L::kVr + 16 * u, vsrc + 16 * u, 16);
   uint8_t* sdst = sst + tok * L::kSr;
   if (sub == 0) {
     cp_async(sdst, kv.k_scale + row * 4, 8);
@@ -303,7 +326,8 @@ __device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* 
 
 // Page of this thread's token in the tile at t0 (0 past t_end): loaded a tile ahead of
 // its copies, so the page-table latency is off the loop's critical path.
-__device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t_end, int ps_shift) {
+__device__ __forceinline__ int32_t tile_page(const int32_t* pages, int t0, int t_end,
+                                             int ps_shift) {
   const int t = t0 + (threadIdx.x >> 1);
   return t < t_end ? __ldg(pages + (t >> ps_shift)) : 0;
 }
@@ -322,8 +346,8 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 // layout of the P·V mma (lane (r, c): tokens 2c, 2c+1 / +8 of head r&3); kBf16P: P as bf16
 // (the bf16 cache's P·V).
 template <bool kBf16P = false, bool kNoMask = false, int kSlack = 0>
-__device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2], float (&l)[2], float (&acc)[8][4],
-                                             uint32_t& pb0, uint32_t& pb1) {
+__device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2], float (&l)[2],
+                                             float (&acc)[8][4], uint32_t& pb0, uint32_t& pb1) {
   float mx[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -332,12 +356,16 @@ __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2],
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(kFull, mx[i], 16));
   }
   const float mn0 = fmaxf(m[0], mx[0]), mn1 = fmaxf(m[1], mx[1]);
-  if constexpr (kSlack == 0) {  // spelled as before run 25, so k8v3's PTX stayed the tested kernel's
-    if (mn0 > m[0] || mn1 > m[1]) {  // uniform over the 8 rows of a column; acc lanes are the same lanes
-      const float c0 = mn0 > m[0] ? fast_exp2(m[0] - mn0) : 1.0f, c1 = mn1 > m[1] ? fast_exp2(m[1] - mn1) : 1.0f;
+  if constexpr (kSlack ==
+                0) {  // spelled as before run 25, so k8v3's PTX stayed the tested kernel's
+    if (mn0 > m[0] ||
+        mn1 > m[1]) {  // uniform over the 8 rows of a column; acc lanes are the same lanes
+      const float c0 = mn0 > m[0] ? fast_exp2(m[0] - mn0) : 1.0f,
+                  c1 = mn1 > m[1] ? fast_exp2(m[1] - mn1) : 1.0f;
       l[0] *= c0, l[1] *= c1;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j][0] *= c0, acc[j][1] *= c1, acc[j][2] *= c0, acc[j][3] *= c1;
+      for (int j = 0; j < 8; ++j)
+        acc[j][0] *= c0, acc[j][1] *= c1, acc[j][2] *= c0, acc[j][3] *= c1;
       m[0] = mn0, m[1] = mn1;
     }
   } else {
@@ -346,17 +374,20 @@ __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2],
       const float c0 = up0 ? fast_exp2(m[0] - mn0) : 1.0f, c1 = up1 ? fast_exp2(m[1] - mn1) : 1.0f;
       l[0] *= c0, l[1] *= c1;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j][0] *= c0, acc[j][1] *= c1, acc[j][2] *= c0, acc[j][3] *= c1;
+      for (int j = 0; j < 8; ++j)
+        acc[j][0] *= c0, acc[j][1] *= c1, acc[j][2] *= c0, acc[j][3] *= c1;
       if (up0) m[0] = mn0;
       if (up1) m[1] = mn1;
     }
   }
   float p[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) p[i] = kNoMask || s[i] > -INFINITY ? fast_exp2(s[i] - m[i & 1]) : 0.0f;
+  for (int i = 0; i < 4; ++i)
+    p[i] = kNoMask || s[i] > -INFINITY ? fast_exp2(s[i] - m[i & 1]) : 0.0f;
   l[0] += p[0] + p[2], l[1] += p[1] + p[3];
   if constexpr (kBf16P) {
-    const __nv_bfloat162 b01 = __floats2bfloat162_rn(p[0], p[1]), b23 = __floats2bfloat162_rn(p[2], p[3]);
+    const __nv_bfloat162 b01 = __floats2bfloat162_rn(p[0], p[1]),
+                         b23 = __floats2bfloat162_rn(p[2], p[3]);
     pb0 = movmatrix_trans(*reinterpret_cast<const uint32_t*>(&b01));
     pb1 = movmatrix_trans(*reinterpret_cast<const uint32_t*>(&b23));
   } else {
@@ -369,8 +400,10 @@ __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2],
 // k = tokens 2c, 2c+1 / 2c+8, 2c+9, values centroid[idx]·v_scale (fp16) from the pair table.
 template <int VB, int SR, bool kNoMask = false>
 __device__ __forceinline__ void pv_tile(float (&acc)[8][4], const uint8_t* vpl, const uint8_t* vsp,
-                                        const uint32_t* tab, int tw, int n_valid, uint32_t pb0, uint32_t pb1, int lane) {
-  constexpr int kVr = kD * VB / 8, kCb = 2 * VB, kPairBits = 2 * VB;  // row bytes, bytes of 16 dims, bits of 2
+                                        const uint32_t* tab, int tw, int n_valid, uint32_t pb0,
+                                        uint32_t pb1, int lane) {
+  constexpr int kVr = kD * VB / 8, kCb = 2 * VB,
+                kPairBits = 2 * VB;  // row bytes, bytes of 16 dims, bits of 2
   const int r = lane >> 2, c = lane & 3;
   uint32_t w[4][(kCb + 3) / 4];
   uint32_t vs[4];
@@ -405,7 +438,8 @@ __device__ __forceinline__ uint32_t pair_entry(const float* centroids, int p) {
 // is "full" when the producer's arrival and its copies' bytes landed, "empty" when the 4
 // consumer warps arrived. Then the partial, and the merge by the row's last block.
 template <int KB, int VB, int kMode, int CW>
-__global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLayout<KB, VB, kMode, CW>::kMinBlocks)
+__global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads,
+                                  MmaLayout<KB, VB, kMode, CW>::kMinBlocks)
     decode_turbo_mma_kernel(const DecodeLaunch a, const __grid_constant__ CUtensorMap tm_k,
                             const __grid_constant__ CUtensorMap tm_v) {
   using L = MmaLayout<KB, VB, kMode, CW>;
@@ -422,11 +456,14 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   // fp16x2 (centroid[i & m], centroid[i >> VB]); static, so its lookups address [index + constant]
   constexpr int kTab = L::kTab;
   __shared__ uint32_t s_tab[kTab];
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::kBar);  // modes 1, 2: full[stage], empty[stage]
-  constexpr bool late_tab = kMode != 0 && !kBf;  // TMA modes: the consumers build it while the first copies fly
+  uint64_t* bars =
+      reinterpret_cast<uint64_t*>(smem + L::kBar);  // modes 1, 2: full[stage], empty[stage]
+  constexpr bool late_tab =
+      kMode != 0 && !kBf;  // TMA modes: the consumers build it while the first copies fly
   if (!late_tab && !kBf)
     for (int i = threadIdx.x; i < kTab; i += L::kThreads) s_tab[i] = pair_entry<VB>(a.centroids, i);
-  if constexpr (kMode != 0) {  // the descriptors' fetch overlaps the sequence / page-table loads below
+  if constexpr (kMode !=
+                0) {  // the descriptors' fetch overlaps the sequence / page-table loads below
     if (threadIdx.x == L::kCT) tma_prefetch(&tm_k), tma_prefetch(&tm_v);
   }
   // Programmatic launch: everything above ran while the previous kernel drained; its writes
@@ -438,7 +475,8 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   const int kvh = blockIdx.y / n_tiles_h, hq0 = kvh * gqa + (blockIdx.y % n_tiles_h) * kHeads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
   const int t_begin = part * a.plan.partition_tokens, ps_shift = __ffs(kv.page_size) - 1;
-  constexpr int G = 32 / kCW;  // a producer lane holds the slot pages of G tiles (slot kCW it + lane)
+  constexpr int G =
+      32 / kCW;  // a producer lane holds the slot pages of G tiles (slot kCW it + lane)
   // Block table: the producers' first 2 G tiles of slot pages load beside seq_lens (no
   // dependent read before the first copy; the index is clamped into the sequence's row and
   // entries past its end are dropped below).
@@ -448,7 +486,8 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     const int32_t* row = kv.page_indices + (int64_t)seq * kv.page_stride;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
-      pg_early[i] = __ldg(row + min((t_begin + 16 * (kCW * G * i + lane)) >> ps_shift, kv.page_stride - 1));
+      pg_early[i] =
+          __ldg(row + min((t_begin + 16 * (kCW * G * i + lane)) >> ps_shift, kv.page_stride - 1));
   }
   const int seq_len = kv.seq_lens[seq];
   if constexpr (kMode != 0) {  // needs no seq_len: runs while it loads
@@ -459,8 +498,10 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     __syncthreads();  // barriers
   }
   if (t_begin >= seq_len) {  // uniform per block: the merge ignores this partition
-    if (seq_len == 0 && part == 0 && threadIdx.x < kHeads * kD / 4)  // an empty sequence attends to nothing: zeros
-      reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + hq0) * kD)[threadIdx.x] = make_uint2(0u, 0u);
+    if (seq_len == 0 && part == 0 &&
+        threadIdx.x < kHeads * kD / 4)  // an empty sequence attends to nothing: zeros
+      reinterpret_cast<uint2*>(a.p.out + ((int64_t)seq * a.p.n_heads + hq0) * kD)[threadIdx.x] =
+          make_uint2(0u, 0u);
     return;
   }
   const int t_end = min(seq_len, t_begin + a.plan.partition_tokens);
@@ -468,7 +509,8 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   const int n_tiles = (t_end - t_begin + kTok - 1) / kTok;
   const TmaMaps tm{tm_k, tm_v};
   if constexpr (kMode != 0) {
-    if (warp >= kCW) {  // producer warp pw: its lane w < 4 issues slot 4 pw + w's copies of every tile
+    if (warp >=
+        kCW) {  // producer warp pw: its lane w < 4 issues slot 4 pw + w's copies of every tile
       const int pw = warp - kCW, slot = 4 * pw + (lane & 3), tok = 16 * slot;
       auto slot_t = [&](int tile) { return t_begin + 16 * (kCW * tile + lane); };
       auto slot_pages = [&](int tile) {
@@ -482,20 +524,22 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
         if (it % G == 0 && it > 0) pg = pg_next, pg_next = slot_pages(it + G);
         const int32_t page = __shfl_sync(kFull, pg, kCW * (it % G) + slot);
         if (it >= kSt) mbar_wait(bars + kSt + s, (it / kSt - 1) & 1);  // consumers freed the stage
-        const int n_slots = min(4, max(0, (t_end - t0 + 15) / 16 - 4 * pw));  // this warp's slots holding tokens
-        if constexpr (kMode == 2) {  // lane 0 copies the warp's 64 tokens (one page) whole, past t_end too
+        const int n_slots =
+            min(4, max(0, (t_end - t0 + 15) / 16 - 4 * pw));  // this warp's slots holding tokens
+        if constexpr (kMode ==
+                      2) {  // lane 0 copies the warp's 64 tokens (one page) whole, past t_end too
           if (lane == 0) {
             mbar_arrive_expect_tx(bars + s, n_slots > 0 ? 4 * L::slot_bytes() : 0);
             if (n_slots > 0)
-              issue_copies<L, 64>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
-                                  page, kvh, bars + s);
+              issue_copies<L, 64>(kv, tm, smem + L::k_off(s), smem + L::v_off(s),
+                                  smem + L::s_off(s), tok, t0 + tok, page, kvh, bars + s);
           }
         } else {  // lane w < n_slots copies slot 4 pw + w
           if (lane == 0) mbar_arrive_expect_tx(bars + s, n_slots * L::slot_bytes());
           __syncwarp();
           if (lane < n_slots)
-            issue_copies<L, 16>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s), tok, t0 + tok,
-                                page, kvh, bars + s);
+            issue_copies<L, 16>(kv, tm, smem + L::k_off(s), smem + L::v_off(s), smem + L::s_off(s),
+                                tok, t0 + tok, page, kvh, bars + s);
         }
       }
       return;  // the consumers wait for every copy before the stages become merge buffers
@@ -507,12 +551,13 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
 #pragma unroll
     for (int s = 0; s < kSt - 1; ++s) {
       if (s < n_tiles)
-        issue_cp_async_tile<L>(kv, smem, s, t_begin + s * kTok, t_end, tile_page(pages, t_begin + s * kTok, t_end, ps_shift),
-                               kvh);
+        issue_cp_async_tile<L>(kv, smem, s, t_begin + s * kTok, t_end,
+                               tile_page(pages, t_begin + s * kTok, t_end, ps_shift), kvh);
       cp_async_commit();
     }
   }
-  int32_t next_page = kMode != 0 ? 0 : tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
+  int32_t next_page =
+      kMode != 0 ? 0 : tile_page(pages, t_begin + (kSt - 1) * kTok, t_end, ps_shift);
   const auto qf = [&] {
     if constexpr (kBf)
       return load_q_bf16(a, seq, hq0, lane);
@@ -549,7 +594,8 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
     const uint8_t* kst = smem + L::k_off(cur);
     const uint8_t* sst = smem + L::s_off(cur);
     const int n_valid = t_end - (t_begin + it * kTok + tw);  // may be <= 0
-    const bool lean = kLean && n_valid >= 16;  // warp-uniform, the loop's steady state: no masks, no -inf tests
+    const bool lean =
+        kLean && n_valid >= 16;  // warp-uniform, the loop's steady state: no masks, no -inf tests
     float s[4];
     uint32_t pb0, pb1;
     if constexpr (kBf) {
@@ -568,12 +614,15 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
 #pragma unroll
         for (int i = 0; i < 4; ++i) s[i] *= qf.smul[i & 1];
         softmax_step<false, true, kLeanSlack>(s, m, l, acc, pb0, pb1);
-        pv_tile<VB, kSr, true>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
+        pv_tile<VB, kSr, true>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0,
+                               pb1, lane);
       } else {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
+        for (int i = 0; i < 4; ++i)
+          s[i] = r + 8 * (i >> 1) < n_valid ? s[i] * qf.smul[i & 1] : -INFINITY;
         softmax_step<false, false, kLean ? kLeanSlack : 0>(s, m, l, acc, pb0, pb1);
-        pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1, lane);
+        pv_tile<VB, kSr>(acc, smem + L::v_off(cur), sst + 2 * L::kS, s_tab, tw, n_valid, pb0, pb1,
+                         lane);
       }
     }
     if constexpr (kMode != 0) {
@@ -588,23 +637,30 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads, MmaLay
   merge_if_last<kCW, !kBf>(a, reinterpret_cast<float*>(smem), kWCap, seq, hq0, seq_len);
 }
 
-bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+bool aligned16(const void* p) {
+  return ((uintptr_t)p & 15) == 0;
+}
 
 template <int KB, int VB, int kMode, int CW>
-cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 grid, cudaStream_t stream) {
+cudaError_t launch_mode(const DecodeLaunch& a, const CUtensorMap (&tm)[2], dim3 grid,
+                        cudaStream_t stream) {
   using L = MmaLayout<KB, VB, kMode, CW>;
   auto* kern = decode_turbo_mma_kernel<KB, VB, kMode, CW>;
-  if constexpr (L::kDyn > 48 * 1024) {  // opt in above 48 KB (else the launch fails), all of it as shared
+  if constexpr (L::kDyn >
+                48 * 1024) {  // opt in above 48 KB (else the launch fails), all of it as shared
     static const cudaError_t attr = [kern] {
-      cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kDyn);
+      cudaError_t e =
+          cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kDyn);
       if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
       return e;
     }();
     if (attr != cudaSuccess) return attr;
   }
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid, cfg.blockDim = dim3(L::kThreads), cfg.dynamicSmemBytes = L::kDyn, cfg.stream = stream;
+  cfg.gridDim = grid, cfg.blockDim = dim3(L::kThreads), cfg.dynamicSmemBytes = L::kDyn,
+  cfg.stream = stream;
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
@@ -629,33 +685,44 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   const int gqa = a.p.n_heads / kv.n_kv_heads;
   const dim3 grid(a.plan.n_parts, kv.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
   const bool bf = kv.format.bf16;
-  const int vb = bf ? 16 : kv.format.v_bits, vr = kD * vb / 8, kr = bf ? 2 * kD : kD * kv.format.k_bits / 8;
+  const int vb = bf ? 16 : kv.format.v_bits, vr = kD * vb / 8,
+            kr = bf ? 2 * kD : kD * kv.format.k_bits / 8;
   // TMA/bulk copies where the cache allows them (page_size >= 16, 16-byte aligned planes,
   // the encode entry point found); else the cp.async kernel.
   CUtensorMap tm[2] = {};
-  const int box_rows = kv.page_size >= 64 ? 64 : 16;  // mode 2 (one page per producer warp) : mode 1
-  const bool tma = !force_cp_async() && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
-                   aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
-                   paged_rows_map(&tm[0], kv.k_data, kr, kv.page_size, box_rows,
-                                  bf || kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-                                  bf ? 128 : kr) &&
-                   paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, box_rows,
-                                  bf ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, bf ? 128 : vr);
+  const int box_rows =
+      kv.page_size >= 64 ? 64 : 16;  // mode 2 (one page per producer warp) : mode 1
+  const bool tma =
+      !force_cp_async() && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
+      aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
+      paged_rows_map(
+          &tm[0], kv.k_data, kr, kv.page_size, box_rows,
+          bf || kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+          bf ? 128 : kr) &&
+      paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, box_rows,
+                     bf ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, bf ? 128 : vr);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
     static int printed = 0;
-    if (printed++ < 4) std::fprintf(stderr, "[decode_turbo_mma] v%d: %s loads\n", vb, tma ? "TMA" : "cp.async");
+    if (printed++ < 4)
+      std::fprintf(stderr, "[decode_turbo_mma] v%d: %s loads\n", vb, tma ? "TMA" : "cp.async");
   }
   const bool one = a.plan.mma_warps == 16 && !bf;  // bf16: 8 consumer warps, one block per SM
   auto pick = [&](auto kb, auto vb) {
     constexpr int K = decltype(kb)::value, V = decltype(vb)::value;
     if constexpr (K == 16) {  // bf16: the 8-warp kernel only
       if (!tma) return launch_mode<K, V, 0, 8>(a, tm, grid, stream);
-      return box_rows == 64 ? launch_mode<K, V, 2, 8>(a, tm, grid, stream) : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
+      return box_rows == 64 ? launch_mode<K, V, 2, 8>(a, tm, grid, stream)
+                            : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
     } else {
-      if (!tma) return one ? launch_mode<K, V, 0, 16>(a, tm, grid, stream) : launch_mode<K, V, 0, 8>(a, tm, grid, stream);
-      if (box_rows == 64) return one ? launch_mode<K, V, 2, 16>(a, tm, grid, stream) : launch_mode<K, V, 2, 8>(a, tm, grid, stream);
-      return one ? launch_mode<K, V, 1, 16>(a, tm, grid, stream) : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
+      if (!tma)
+        return one ? launch_mode<K, V, 0, 16>(a, tm, grid, stream)
+                   : launch_mode<K, V, 0, 8>(a, tm, grid, stream);
+      if (box_rows == 64)
+        return one ? launch_mode<K, V, 2, 16>(a, tm, grid, stream)
+                   : launch_mode<K, V, 2, 8>(a, tm, grid, stream);
+      return one ? launch_mode<K, V, 1, 16>(a, tm, grid, stream)
+                 : launch_mode<K, V, 1, 8>(a, tm, grid, stream);
     }
   };
   using I8 = std::integral_constant<int, 8>;

@@ -34,12 +34,12 @@ struct KvPlanes {
 // All planes inside one interleaved row of layout.row_bytes: rows [n_rows, row_bytes].
 KvPlanes kv_planes_interleaved(void* rows, const quant::KvRowLayout& layout);
 // Each plane dense on its own ([n_rows, plane bytes]); null where the scheme has none.
-KvPlanes kv_planes_separate(const quant::KvRowLayout& layout, void* k_data, void* v_data, void* k_scale,
-                            void* k_zero, void* v_scale, void* v_zero);
+KvPlanes kv_planes_separate(const quant::KvRowLayout& layout, void* k_data, void* v_data,
+                            void* k_scale, void* k_zero, void* v_scale, void* v_zero);
 
 struct KvEncodeParams {
-  quant::KvScheme scheme;  // must be valid
-  int64_t n_rows = 0;      // n_tokens * n_kv_heads
+  quant::KvScheme scheme;    // must be valid
+  int64_t n_rows = 0;        // n_tokens * n_kv_heads
   const float* k = nullptr;  // [n_tokens, n_kv_heads, head_dim]; null skips K
   const float* v = nullptr;  // [n_tokens, n_kv_heads, head_dim]; null skips V
   KvPlanes out;
@@ -49,8 +49,8 @@ struct KvDequantParams {
   quant::KvScheme scheme;  // must be valid
   int64_t n_rows = 0;
   KvPlanes in;
-  float* k = nullptr;  // [n_tokens, n_kv_heads, head_dim]; null skips K
-  float* v = nullptr;  // [n_tokens, n_kv_heads, head_dim]; null skips V
+  float* k = nullptr;      // [n_tokens, n_kv_heads, head_dim]; null skips K
+  float* v = nullptr;      // [n_tokens, n_kv_heads, head_dim]; null skips V
   bool v_rotated = false;  // turbo: c[idx]*scale, no inverse FWHT (other kinds ignore it)
 };
 
@@ -63,7 +63,8 @@ void turbo_v_unrotate_ref(float* x /*[n_rows, head_dim]*/, int64_t n_rows, int h
 // SIMD + threads; pool null = ThreadPool::global(). Bit-identical to _ref.
 void kvcodec_encode_cpu(const KvEncodeParams& p, ThreadPool* pool = nullptr);
 void kvcodec_dequant_cpu(const KvDequantParams& p, ThreadPool* pool = nullptr);
-void turbo_v_unrotate_cpu(float* x /*[n_rows, head_dim]*/, int64_t n_rows, int head_dim, ThreadPool* pool = nullptr);
+void turbo_v_unrotate_cpu(float* x /*[n_rows, head_dim]*/, int64_t n_rows, int head_dim,
+                          ThreadPool* pool = nullptr);
 
 // ISA of the CPU path: auto (best supported), or forced for tests/benchmarks.
 enum class KvCpuIsa { kAuto, kAvx2, kAvx512 };

@@ -29,21 +29,41 @@ namespace avx2 {
 constexpr int W = 8;
 using VF = __m256;
 using VI = __m256i;
-inline VF vload(const float* p) { return _mm256_loadu_ps(p); }
-inline void vstore(float* p, VF v) { _mm256_storeu_ps(p, v); }
-inline VF vset1(float f) { return _mm256_set1_ps(f); }
-inline VF vadd(VF a, VF b) { return _mm256_add_ps(a, b); }
-inline VF vsub(VF a, VF b) { return _mm256_sub_ps(a, b); }
+inline VF vload(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline void vstore(float* p, VF v) {
+  _mm256_storeu_ps(p, v);
+}
+inline VF vset1(float f) {
+  return _mm256_set1_ps(f);
+}
+inline VF vadd(VF a, VF b) {
+  return _mm256_add_ps(a, b);
+}
+inline VF vsub(VF a, VF b) {
+  return _mm256_sub_ps(a, b);
+}
 inline VF vmul(VF a, VF b) {  // opaque product: never contracted into an FMA (see quant::mul_rn)
   VF p = _mm256_mul_ps(a, b);
   __asm__("" : "+x"(p));
   return p;
 }
-inline VF vdiv(VF a, VF b) { return _mm256_div_ps(a, b); }
-inline VF vmin(VF a, VF b) { return _mm256_min_ps(a, b); }
-inline VF vmax(VF a, VF b) { return _mm256_max_ps(a, b); }
-inline VF vround_f16(VF x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
-inline VF vrint(VF x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline VF vdiv(VF a, VF b) {
+  return _mm256_div_ps(a, b);
+}
+inline VF vmin(VF a, VF b) {
+  return _mm256_min_ps(a, b);
+}
+inline VF vmax(VF a, VF b) {
+  return _mm256_max_ps(a, b);
+}
+inline VF vround_f16(VF x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+inline VF vrint(VF x) {
+  return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 inline VF vsanitize(VF x) {
   x = _mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_ORD_Q));  // NaN -> +0
   x = _mm256_min_ps(_mm256_max_ps(x, vset1(-quant::kF16Max)), vset1(quant::kF16Max));
@@ -59,33 +79,57 @@ inline float hmax(VF v) {
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
-inline VF vcvt_i2f(VI v) { return _mm256_cvtepi32_ps(v); }
-inline VI vcvt_f2i(VF v) { return _mm256_cvttps_epi32(v); }
-inline VI vset1_i(int v) { return _mm256_set1_epi32(v); }
-inline VI vadd_i(VI a, VI b) { return _mm256_add_epi32(a, b); }
-inline VI vand_si(VI a, VI b) { return _mm256_and_si256(a, b); }
-inline VI vload_si(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
-inline VI vload_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline VI vload_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline VF vcvt_i2f(VI v) {
+  return _mm256_cvtepi32_ps(v);
+}
+inline VI vcvt_f2i(VF v) {
+  return _mm256_cvttps_epi32(v);
+}
+inline VI vset1_i(int v) {
+  return _mm256_set1_epi32(v);
+}
+inline VI vadd_i(VI a, VI b) {
+  return _mm256_add_epi32(a, b);
+}
+inline VI vand_si(VI a, VI b) {
+  return _mm256_and_si256(a, b);
+}
+inline VI vload_si(const void* p) {
+  return _mm256_load_si256(static_cast<const __m256i*>(p));
+}
+inline VI vload_u8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline VI vload_i8(const uint8_t* p) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
 template <int N>
 inline VI vbroadcast_bytes(const uint8_t* p) {
   uint64_t w = 0;
   std::memcpy(&w, p, N);
   return _mm256_set1_epi64x((long long)w);
 }
-inline VI vshuffle_bytes(VI v, VI ctl) { return _mm256_shuffle_epi8(v, ctl); }
-inline VI vsrlv(VI v, VI s) { return _mm256_srlv_epi32(v, s); }
-inline VI vcount_gt(VI acc, VF a, float b) {
-  return _mm256_sub_epi32(acc, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(b), _CMP_GT_OQ)));
+inline VI vshuffle_bytes(VI v, VI ctl) {
+  return _mm256_shuffle_epi8(v, ctl);
 }
-inline VF vgather(const float* base, VI idx) { return _mm256_i32gather_ps(base, idx, 4); }
+inline VI vsrlv(VI v, VI s) {
+  return _mm256_srlv_epi32(v, s);
+}
+inline VI vcount_gt(VI acc, VF a, float b) {
+  return _mm256_sub_epi32(acc,
+                          _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(b), _CMP_GT_OQ)));
+}
+inline VF vgather(const float* base, VI idx) {
+  return _mm256_i32gather_ps(base, idx, 4);
+}
 inline VI vselect_gt(VF a, VF b, VI t, VI f) {
   return _mm256_blendv_epi8(f, t, _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)));
 }
 inline void store_idx_u8(uint8_t* dst, VI v) {  // low byte of each lane
-  const VI ctl = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1,
-                                  -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  v = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, ctl), _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+  const VI ctl = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4,
+                                  8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  v = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, ctl),
+                                  _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(v));
 }
 template <int B>
@@ -117,48 +161,100 @@ namespace avx512 {
 constexpr int W = 16;
 using VF = __m512;
 using VI = __m512i;
-inline VF vload(const float* p) { return _mm512_loadu_ps(p); }
-inline void vstore(float* p, VF v) { _mm512_storeu_ps(p, v); }
-inline VF vset1(float f) { return _mm512_set1_ps(f); }
-inline VF vadd(VF a, VF b) { return _mm512_add_ps(a, b); }
-inline VF vsub(VF a, VF b) { return _mm512_sub_ps(a, b); }
+inline VF vload(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline void vstore(float* p, VF v) {
+  _mm512_storeu_ps(p, v);
+}
+inline VF vset1(float f) {
+  return _mm512_set1_ps(f);
+}
+inline VF vadd(VF a, VF b) {
+  return _mm512_add_ps(a, b);
+}
+inline VF vsub(VF a, VF b) {
+  return _mm512_sub_ps(a, b);
+}
 inline VF vmul(VF a, VF b) {
   VF p = _mm512_mul_ps(a, b);
   __asm__("" : "+v"(p));
   return p;
 }
-inline VF vdiv(VF a, VF b) { return _mm512_div_ps(a, b); }
-inline VF vmin(VF a, VF b) { return _mm512_min_ps(a, b); }
-inline VF vmax(VF a, VF b) { return _mm512_max_ps(a, b); }
-inline VF vround_f16(VF x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
-inline VF vrint(VF x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline VF vdiv(VF a, VF b) {
+  return _mm512_div_ps(a, b);
+}
+inline VF vmin(VF a, VF b) {
+  return _mm512_min_ps(a, b);
+}
+inline VF vmax(VF a, VF b) {
+  return _mm512_max_ps(a, b);
+}
+inline VF vround_f16(VF x) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+inline VF vrint(VF x) {
+  return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 inline VF vsanitize(VF x) {
   x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), x);  // NaN -> +0
   x = _mm512_min_ps(_mm512_max_ps(x, vset1(-quant::kF16Max)), vset1(quant::kF16Max));
   return _mm512_add_ps(x, _mm512_setzero_ps());  // -0 -> +0
 }
-inline float hmin(VF v) { return _mm512_reduce_min_ps(v); }
-inline float hmax(VF v) { return _mm512_reduce_max_ps(v); }
-inline VF vcvt_i2f(VI v) { return _mm512_cvtepi32_ps(v); }
-inline VI vcvt_f2i(VF v) { return _mm512_cvttps_epi32(v); }
-inline VI vset1_i(int v) { return _mm512_set1_epi32(v); }
-inline VI vadd_i(VI a, VI b) { return _mm512_add_epi32(a, b); }
-inline VI vand_si(VI a, VI b) { return _mm512_and_si512(a, b); }
-inline VI vload_si(const void* p) { return _mm512_load_si512(p); }
-inline VI vload_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline VI vload_i8(const uint8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline float hmin(VF v) {
+  return _mm512_reduce_min_ps(v);
+}
+inline float hmax(VF v) {
+  return _mm512_reduce_max_ps(v);
+}
+inline VF vcvt_i2f(VI v) {
+  return _mm512_cvtepi32_ps(v);
+}
+inline VI vcvt_f2i(VF v) {
+  return _mm512_cvttps_epi32(v);
+}
+inline VI vset1_i(int v) {
+  return _mm512_set1_epi32(v);
+}
+inline VI vadd_i(VI a, VI b) {
+  return _mm512_add_epi32(a, b);
+}
+inline VI vand_si(VI a, VI b) {
+  return _mm512_and_si512(a, b);
+}
+inline VI vload_si(const void* p) {
+  return _mm512_load_si512(p);
+}
+inline VI vload_u8(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline VI vload_i8(const uint8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 template <int N>
-inline VI vbroadcast_bytes(const uint8_t* p) {  // masked load: never reads past p + N, no stack round trip
+inline VI vbroadcast_bytes(
+    const uint8_t* p) {  // masked load: never reads past p + N, no stack round trip
   return _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8((__mmask16)((1u << N) - 1u), p));
 }
-inline VI vshuffle_bytes(VI v, VI ctl) { return _mm512_shuffle_epi8(v, ctl); }
-inline VI vsrlv(VI v, VI s) { return _mm512_srlv_epi32(v, s); }
-inline VI vcount_gt(VI acc, VF a, float b) {
-  return _mm512_mask_add_epi32(acc, _mm512_cmp_ps_mask(a, _mm512_set1_ps(b), _CMP_GT_OQ), acc, _mm512_set1_epi32(1));
+inline VI vshuffle_bytes(VI v, VI ctl) {
+  return _mm512_shuffle_epi8(v, ctl);
 }
-inline VF vgather(const float* base, VI idx) { return _mm512_i32gather_ps(idx, base, 4); }
-inline VI vselect_gt(VF a, VF b, VI t, VI f) { return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), f, t); }
-inline void store_idx_u8(uint8_t* dst, VI v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(v)); }
+inline VI vsrlv(VI v, VI s) {
+  return _mm512_srlv_epi32(v, s);
+}
+inline VI vcount_gt(VI acc, VF a, float b) {
+  return _mm512_mask_add_epi32(acc, _mm512_cmp_ps_mask(a, _mm512_set1_ps(b), _CMP_GT_OQ), acc,
+                               _mm512_set1_epi32(1));
+}
+inline VF vgather(const float* base, VI idx) {
+  return _mm512_i32gather_ps(idx, base, 4);
+}
+inline VI vselect_gt(VF a, VF b, VI t, VI f) {
+  return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), f, t);
+}
+inline void store_idx_u8(uint8_t* dst, VI v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(v));
+}
 template <int B>
 inline VF vlut(const float* lut, VI idx) {
   if constexpr (B <= 4) {
@@ -197,7 +293,8 @@ struct VTables {
     if (s.kind != quant::KvKind::kTurbo) return;
     std::memcpy(lut, quant::turbo_centroids(s.v_bits), sizeof(float) * (1u << s.v_bits));
     for (int i = 0; i < s.head_dim; ++i)
-      sign_scaled[i] = quant::mul_rn(quant::turbo_inv_sqrt(s.head_dim), quant::turbo_signs(s.head_dim)[i]);
+      sign_scaled[i] =
+          quant::mul_rn(quant::turbo_inv_sqrt(s.head_dim), quant::turbo_signs(s.head_dim)[i]);
   }
 };
 
@@ -205,7 +302,8 @@ struct VTables {
 template <typename Fn>
 void for_rows(int64_t n_rows, int head_dim, ThreadPool* pool, const Fn& fn) {
   if (!pool) pool = &ThreadPool::global();
-  constexpr int64_t kMinElemsPerThread = 16384;  // below this, waking threads costs more than it saves
+  constexpr int64_t kMinElemsPerThread =
+      16384;  // below this, waking threads costs more than it saves
   if (pool->n_threads() <= 1 || n_rows * head_dim < 2 * kMinElemsPerThread) {
     fn(int64_t{0}, n_rows);
     return;
@@ -217,21 +315,27 @@ void for_rows(int64_t n_rows, int head_dim, ThreadPool* pool, const Fn& fn) {
 
 void kvcodec_encode_cpu(const KvEncodeParams& p, ThreadPool* pool) {
   TKV_CHECK(quant::validate_kv_scheme(p.scheme).ok());
-  if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16) return kvcodec_encode_ref(p);
+  if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16)
+    return kvcodec_encode_ref(p);
   for_rows(p.n_rows, p.scheme.head_dim, pool, [&](int64_t b, int64_t e) {
-    if (g_use_avx512) avx512::encode_rows(p, b, e);
-    else avx2::encode_rows(p, b, e);
+    if (g_use_avx512)
+      avx512::encode_rows(p, b, e);
+    else
+      avx2::encode_rows(p, b, e);
   });
 }
 
 void kvcodec_dequant_cpu(const KvDequantParams& p, ThreadPool* pool) {
   TKV_CHECK(quant::validate_kv_scheme(p.scheme).ok());
-  if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16) return kvcodec_dequant_ref(p);
+  if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16)
+    return kvcodec_dequant_ref(p);
   const VTables t(p.scheme);
   const float* sign_scaled = p.v_rotated ? nullptr : t.sign_scaled;
   for_rows(p.n_rows, p.scheme.head_dim, pool, [&](int64_t b, int64_t e) {
-    if (g_use_avx512) avx512::dequant_rows(p, b, e, t.lut, sign_scaled);
-    else avx2::dequant_rows(p, b, e, t.lut, sign_scaled);
+    if (g_use_avx512)
+      avx512::dequant_rows(p, b, e, t.lut, sign_scaled);
+    else
+      avx2::dequant_rows(p, b, e, t.lut, sign_scaled);
   });
 }
 
@@ -239,8 +343,10 @@ void turbo_v_unrotate_cpu(float* x, int64_t n_rows, int head_dim, ThreadPool* po
   TKV_CHECK(quant::turbo_signs(head_dim) != nullptr);
   const VTables t(quant::KvScheme{quant::KvKind::kTurbo, 8, 3, head_dim});
   for_rows(n_rows, head_dim, pool, [&](int64_t b, int64_t e) {
-    if (g_use_avx512) avx512::unrotate_rows(x, head_dim, b, e, t.sign_scaled);
-    else avx2::unrotate_rows(x, head_dim, b, e, t.sign_scaled);
+    if (g_use_avx512)
+      avx512::unrotate_rows(x, head_dim, b, e, t.sign_scaled);
+    else
+      avx2::unrotate_rows(x, head_dim, b, e, t.sign_scaled);
   });
 }
 
@@ -250,6 +356,8 @@ bool kvcodec_cpu_set_isa(KvCpuIsa isa) {
   return true;
 }
 
-const char* kvcodec_cpu_isa_name() { return g_use_avx512 ? "avx512" : "avx2"; }
+const char* kvcodec_cpu_isa_name() {
+  return g_use_avx512 ? "avx512" : "avx2";
+}
 
 }  // namespace tkv::kernels

@@ -53,7 +53,9 @@ __device__ void encode_k(const KvEncodeCudaParams& p, float x, int e, int64_t ro
 }
 
 // Barrier of the V half's head_dim threads (named barrier 1; the K half never waits on it).
-__device__ __forceinline__ void v_sync(int d) { asm volatile("bar.sync 1, %0;\n" ::"r"(d) : "memory"); }
+__device__ __forceinline__ void v_sync(int d) {
+  asm volatile("bar.sync 1, %0;\n" ::"r"(d) : "memory");
+}
 
 // V of element e: x already times its sign; boundaries in shared memory.
 __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t row, float inv_sqrt,
@@ -95,8 +97,9 @@ __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t ro
 // one after the other before). Every global read (slot, the input element, its sign, the
 // codebook boundaries) is issued first, so the block waits for one DRAM trip, not four.
 // bf16: head_dim threads, K and V stored per element.
-__global__ void __launch_bounds__(1024) kv_encode_kernel(const KvEncodeCudaParams p, const float* signs,
-                                                         float inv_sqrt, const float* boundaries) {
+__global__ void __launch_bounds__(1024)
+    kv_encode_kernel(const KvEncodeCudaParams p, const float* signs, float inv_sqrt,
+                     const float* boundaries) {
   __shared__ uint8_t s_idx[2][512];
   __shared__ float s_x[512];
   __shared__ float s_bound[255];
@@ -117,12 +120,13 @@ __global__ void __launch_bounds__(1024) kv_encode_kernel(const KvEncodeCudaParam
   float sign = 1.0f;
   if (is_v) {
     sign = signs[e];  // its sign,
-    for (int i = e; i < (1 << f.v_bits) - 1; i += d) s_bound[i] = boundaries[i];  // the codebook boundaries,
+    for (int i = e; i < (1 << f.v_bits) - 1; i += d)
+      s_bound[i] = boundaries[i];  // the codebook boundaries,
   }
   const int slot = p.slot_mapping[t];  // the slot
-  if (is_v) v_sync(d);  // s_bound (turbo only: a bf16 block has no V half)
-  if (slot < 0) return;  // uniform per block
-  const int ps = p.cache.page_size;  // a power of two (validated)
+  if (is_v) v_sync(d);                 // s_bound (turbo only: a bf16 block has no V half)
+  if (slot < 0) return;                // uniform per block
+  const int ps = p.cache.page_size;    // a power of two (validated)
   const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
   if (f.bf16) {
     if (p.k) reinterpret_cast<uint16_t*>(p.cache.k_data)[row * d + e] = quant::bf16_kv_encode(x_in);
@@ -131,7 +135,8 @@ __global__ void __launch_bounds__(1024) kv_encode_kernel(const KvEncodeCudaParam
   }
   if (!src) return;  // uniform per half (a V half without input never reaches a v_sync again)
   if (is_v)
-    encode_v(p, quant::mul_rn(quant::sanitize_kv_input(x_in), sign), e, row, inv_sqrt, s_bound, s_idx[1], s_x);
+    encode_v(p, quant::mul_rn(quant::sanitize_kv_input(x_in), sign), e, row, inv_sqrt, s_bound,
+             s_idx[1], s_x);
   else
     encode_k(p, quant::sanitize_kv_input(x_in), e, row, s_idx[0]);
 }
@@ -142,7 +147,8 @@ cudaError_t launch_kv_encode(const KvEncodeCudaParams& p, const float* signs, fl
                              const float* boundaries, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const dim3 grid(p.n_tokens * p.cache.n_kv_heads);  // <= INT32_MAX (validated)
-  const int threads = p.cache.format.head_dim * (p.cache.format.bf16 ? 1 : 2);  // turbo: K and V halves
+  const int threads =
+      p.cache.format.head_dim * (p.cache.format.bf16 ? 1 : 2);  // turbo: K and V halves
   kv_encode_kernel<<<grid, threads, 0, stream>>>(p, signs, inv_sqrt, boundaries);
   return cudaGetLastError();
 }

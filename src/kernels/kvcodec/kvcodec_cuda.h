@@ -16,7 +16,7 @@ class Status;  // base/status.h (not includable from .cu files)
 namespace tkv::kernels {
 
 struct KvEncodeCudaParams {
-  PagedKv cache;                          // planes written (page table unused; page_size and n_kv_heads give the rows)
+  PagedKv cache;  // planes written (page table unused; page_size and n_kv_heads give the rows)
   int n_tokens = 0;
   const float* k = nullptr;               // [n_tokens, n_kv_heads, head_dim] device; null skips K
   const float* v = nullptr;               // [n_tokens, n_kv_heads, head_dim] device; null skips V

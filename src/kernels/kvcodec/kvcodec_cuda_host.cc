@@ -14,15 +14,20 @@ namespace tkv::kernels {
 
 Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
   const PagedKvFormat& f = p.cache.format;
-  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, "[kvcodec_cuda] " + m); };
+  auto bad = [](const std::string& m) {
+    return Status(StatusCode::kInvalidArgument, "[kvcodec_cuda] " + m);
+  };
   if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256 && f.head_dim != 512)
     return bad("head_dim " + std::to_string(f.head_dim) + " not in {64,128,256,512}");
-  const bool kb_ok = f.k_bits == 2 || f.k_bits == 3 || f.k_bits == 4 || f.k_bits == 5 || f.k_bits == 8;
-  const bool vb_ok = f.v_bits == 1 || f.v_bits == 2 || f.v_bits == 3 || f.v_bits == 4 || f.v_bits == 5 || f.v_bits == 8;
+  const bool kb_ok =
+      f.k_bits == 2 || f.k_bits == 3 || f.k_bits == 4 || f.k_bits == 5 || f.k_bits == 8;
+  const bool vb_ok = f.v_bits == 1 || f.v_bits == 2 || f.v_bits == 3 || f.v_bits == 4 ||
+                     f.v_bits == 5 || f.v_bits == 8;
   if (!f.bf16 && (!kb_ok || !vb_ok))
     return bad("turbo widths k" + std::to_string(f.k_bits) + "v" + std::to_string(f.v_bits) +
                " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
-  if (p.n_tokens < 0 || p.cache.n_kv_heads <= 0 || (int64_t)p.n_tokens * p.cache.n_kv_heads > INT32_MAX)
+  if (p.n_tokens < 0 || p.cache.n_kv_heads <= 0 ||
+      (int64_t)p.n_tokens * p.cache.n_kv_heads > INT32_MAX)
     return bad("n_tokens/n_kv_heads out of range");
   if (p.cache.page_size <= 0 || (p.cache.page_size & (p.cache.page_size - 1)) != 0)
     return bad("page_size " + std::to_string(p.cache.page_size) + " is not a power of two");
@@ -35,11 +40,12 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
   if (!f.bf16) {
     signs = turbo_signs_cuda(f.head_dim);
     boundaries = turbo_boundaries_cuda(f.v_bits);
-    if (!signs || !boundaries) return Status(StatusCode::kInternal, "[kvcodec_cuda] table upload failed");
+    if (!signs || !boundaries)
+      return Status(StatusCode::kInternal, "[kvcodec_cuda] table upload failed");
   }
-  return device::cuda_status(
-      cuda_detail::launch_kv_encode(p, signs, quant::turbo_inv_sqrt(f.head_dim), boundaries, stream),
-      "[kvcodec_cuda] encode launch");
+  return device::cuda_status(cuda_detail::launch_kv_encode(
+                                 p, signs, quant::turbo_inv_sqrt(f.head_dim), boundaries, stream),
+                             "[kvcodec_cuda] encode launch");
 }
 
 }  // namespace tkv::kernels

@@ -31,24 +31,30 @@ const Tables& tables() {
     size_t sign_off[4], cent_off[6], bound_off[6];
     for (int i = 0; i < 4; ++i) {
       sign_off[i] = host.size();
-      host.insert(host.end(), quant::turbo_signs(kDims[i]), quant::turbo_signs(kDims[i]) + kDims[i]);
+      host.insert(host.end(), quant::turbo_signs(kDims[i]),
+                  quant::turbo_signs(kDims[i]) + kDims[i]);
     }
     for (int i = 0; i < 6; ++i) {
       const int n = 1 << kBits[i];
       cent_off[i] = host.size();
-      host.insert(host.end(), quant::turbo_centroids(kBits[i]), quant::turbo_centroids(kBits[i]) + n);
+      host.insert(host.end(), quant::turbo_centroids(kBits[i]),
+                  quant::turbo_centroids(kBits[i]) + n);
       bound_off[i] = host.size();
-      host.insert(host.end(), quant::turbo_boundaries(kBits[i]), quant::turbo_boundaries(kBits[i]) + n - 1);
+      host.insert(host.end(), quant::turbo_boundaries(kBits[i]),
+                  quant::turbo_boundaries(kBits[i]) + n - 1);
       host.push_back(0.0f);  // keeps every table 16-byte friendly; never read
     }
     float* dev = nullptr;
-    if (cudaMalloc(reinterpret_cast<void**>(&dev), host.size() * sizeof(float)) != cudaSuccess) return;
-    if (cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+    if (cudaMalloc(reinterpret_cast<void**>(&dev), host.size() * sizeof(float)) != cudaSuccess)
+      return;
+    if (cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) !=
+        cudaSuccess) {
       cudaFree(dev);
       return;
     }
     for (int i = 0; i < 4; ++i) t.signs[i] = dev + sign_off[i];
-    for (int i = 0; i < 6; ++i) t.centroids[i] = dev + cent_off[i], t.boundaries[i] = dev + bound_off[i];
+    for (int i = 0; i < 6; ++i)
+      t.centroids[i] = dev + cent_off[i], t.boundaries[i] = dev + bound_off[i];
   });
   return t;
 }

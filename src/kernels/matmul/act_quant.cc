@@ -39,7 +39,8 @@ inline __m256i pack_i32_to_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
 
 }  // namespace
 
-void quantize_row_q8_32(const float* x, int64_t n_in, bool fp16_sum, int8_t* qs, float* d, float* s) {
+void quantize_row_q8_32(const float* x, int64_t n_in, bool fp16_sum, int8_t* qs, float* d,
+                        float* s) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n_in / 32; ++b, x += 32, qs += 32) {
     __m256 v[4];
@@ -54,9 +55,11 @@ void quantize_row_q8_32(const float* x, int64_t n_in, bool fp16_sum, int8_t* qs,
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
     for (int k = 0; k < 4; ++k) {
-      q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      q[k] = _mm256_cvtps_epi32(
+          _mm256_round_ps(_mm256_mul_ps(v[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
-    const int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    const int sum =
+        hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), pack_i32_to_i8(q[0], q[1], q[2], q[3]));
     d[b] = round_f16(dv);
     // Q8_1 keeps ggml's fp16(d_f32 * sum); for Q8_0 the product of the fp16 d and an
@@ -69,7 +72,8 @@ void quantize_row_q8_k(const float* x, int64_t n_in, int8_t* qs, float* d, int16
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n_in / 256; ++b, x += 256, qs += 256, bsums += 16) {
     __m256 amax = _mm256_setzero_ps();
-    for (int k = 0; k < 32; ++k) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(x + 8 * k)));
+    for (int k = 0; k < 32; ++k)
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(x + 8 * k)));
     const float a = hmax_ps(amax);
     if (a == 0.0f) {
       d[b] = 0.0f;
@@ -86,11 +90,13 @@ void quantize_row_q8_k(const float* x, int64_t n_in, int8_t* qs, float* d, int16
       __m256i q[4];
       for (int k = 0; k < 4; ++k) {
         const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), vis);
-        q[k] = _mm256_min_epi32(max127, _mm256_cvtps_epi32(_mm256_round_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        q[k] = _mm256_min_epi32(max127, _mm256_cvtps_epi32(_mm256_round_ps(
+                                            p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
       }
       bsums[2 * g] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));
       bsums[2 * g + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[2], q[3])));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * g), pack_i32_to_i8(q[0], q[1], q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * g),
+                          pack_i32_to_i8(q[0], q[1], q[2], q[3]));
     }
     d[b] = 1.0f / iscale;
   }
@@ -107,22 +113,28 @@ ActQ8& ActBuffer::reserve(ActKind kind, int64_t n_tokens, int64_t n_in) {
   if (static_cast<int64_t>(bytes_.size()) < total) bytes_.resize(static_cast<size_t>(total));
   uint8_t* p = bytes_.data();
   p += (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;  // 64-byte aligned rows of blocks
-  view_ = ActQ8{kind, n_tokens, n_in, nb, reinterpret_cast<int8_t*>(p), reinterpret_cast<float*>(p + qs_bytes),
+  view_ = ActQ8{kind,
+                n_tokens,
+                n_in,
+                nb,
+                reinterpret_cast<int8_t*>(p),
+                reinterpret_cast<float*>(p + qs_bytes),
                 reinterpret_cast<float*>(p + qs_bytes + f_bytes),
                 reinterpret_cast<int16_t*>(p + qs_bytes + 2 * f_bytes)};
   return view_;
 }
 
-const ActQ8& quantize_act(ActKind kind, const float* x, int64_t n_tokens, int64_t n_in, ActBuffer& buf,
-                          ThreadPool* pool) {
+const ActQ8& quantize_act(ActKind kind, const float* x, int64_t n_tokens, int64_t n_in,
+                          ActBuffer& buf, ThreadPool* pool) {
   ActQ8& a = buf.reserve(kind, n_tokens, n_in);
   auto run = [&](int, int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       if (kind == ActKind::kQ8_K) {
-        quantize_row_q8_k(x + t * n_in, n_in, a.qs + t * n_in, a.d + t * a.n_blocks, a.bsums + t * (n_in / 16));
+        quantize_row_q8_k(x + t * n_in, n_in, a.qs + t * n_in, a.d + t * a.n_blocks,
+                          a.bsums + t * (n_in / 16));
       } else {
-        quantize_row_q8_32(x + t * n_in, n_in, kind == ActKind::kQ8_1, a.qs + t * n_in, a.d + t * a.n_blocks,
-                           a.s + t * a.n_blocks);
+        quantize_row_q8_32(x + t * n_in, n_in, kind == ActKind::kQ8_1, a.qs + t * n_in,
+                           a.d + t * a.n_blocks, a.s + t * a.n_blocks);
       }
     }
   };

@@ -20,11 +20,11 @@ enum class ActKind {
 struct ActQ8 {
   ActKind kind = ActKind::kQ8_0;
   int64_t n_tokens = 0, n_in = 0;
-  int64_t n_blocks = 0;  // blocks per token (n_in / 32 or n_in / 256)
-  int8_t* qs = nullptr;       // [n_tokens, n_in]
-  float* d = nullptr;         // [n_tokens, n_blocks]
-  float* s = nullptr;         // [n_tokens, n_blocks] (32-block kinds only)
-  int16_t* bsums = nullptr;   // [n_tokens, n_in / 16] (kQ8_K only)
+  int64_t n_blocks = 0;      // blocks per token (n_in / 32 or n_in / 256)
+  int8_t* qs = nullptr;      // [n_tokens, n_in]
+  float* d = nullptr;        // [n_tokens, n_blocks]
+  float* s = nullptr;        // [n_tokens, n_blocks] (32-block kinds only)
+  int16_t* bsums = nullptr;  // [n_tokens, n_in / 16] (kQ8_K only)
 
   const int8_t* qs_row(int64_t t) const { return qs + t * n_in; }
   const float* d_row(int64_t t) const { return d + t * n_blocks; }
@@ -44,11 +44,13 @@ class ActBuffer {
 
 // Quantize x: [n_tokens, n_in] into a (storage from `buf`). n_in must be a multiple of
 // the block size (32 or 256). Parallel over tokens when n_tokens > 1.
-const ActQ8& quantize_act(ActKind kind, const float* x, int64_t n_tokens, int64_t n_in, ActBuffer& buf,
-                          ThreadPool* pool);
+const ActQ8& quantize_act(ActKind kind, const float* x, int64_t n_tokens, int64_t n_in,
+                          ActBuffer& buf, ThreadPool* pool);
 
 // Single-row quantizers (exposed for tests).
-void quantize_row_q8_32(const float* x, int64_t n_in, bool fp16_sum, int8_t* qs, float* d, float* s);  // x: [n_in]
-void quantize_row_q8_k(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);            // x: [n_in]
+void quantize_row_q8_32(const float* x, int64_t n_in, bool fp16_sum, int8_t* qs, float* d,
+                        float* s);  // x: [n_in]
+void quantize_row_q8_k(const float* x, int64_t n_in, int8_t* qs, float* d,
+                       int16_t* bsums);  // x: [n_in]
 
 }  // namespace tkv::kernels

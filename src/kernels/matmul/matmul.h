@@ -28,8 +28,8 @@ void matmul_cpu(const WeightView& w, const float* x, float* y, int64_t n_tokens,
 // activation kind and all rows go through one parallel loop, so the results equal
 // n_w separate matmul_cpu calls bit for bit with fewer thread-pool round trips.
 // Every ws[i].n_in must be equal; ys[i]: [n_tokens, ws[i].n_out]; n_w <= 4.
-void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens,
-                      ThreadPool& pool);
+void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* const* ys,
+                      int64_t n_tokens, ThreadPool& pool);
 
 // Gather rows (embedding lookup): dst[i, :] = dequant(w[ids[i], :]).
 void get_rows(const WeightView& w, const int32_t* ids, int64_t n_ids, float* dst);

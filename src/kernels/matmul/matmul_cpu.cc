@@ -13,7 +13,8 @@ namespace tkv::kernels {
 
 bool cpu_has_avx512_vnni() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("avx512vnni");
   return has;
 }
@@ -21,10 +22,22 @@ bool cpu_has_avx512_vnni() {
 bool act_kind_for(ggml::Type type, ActKind* kind) {
   using ggml::Type;
   switch (type) {
-    case Type::kQ4_0: case Type::kQ5_0: case Type::kQ8_0: *kind = ActKind::kQ8_0; return true;
-    case Type::kQ4_1: case Type::kQ5_1: *kind = ActKind::kQ8_1; return true;
-    case Type::kQ4_K: case Type::kQ5_K: case Type::kQ6_K: *kind = ActKind::kQ8_K; return true;
-    default: return false;  // float weights and the dequantize fallback use fp32 x
+    case Type::kQ4_0:
+    case Type::kQ5_0:
+    case Type::kQ8_0:
+      *kind = ActKind::kQ8_0;
+      return true;
+    case Type::kQ4_1:
+    case Type::kQ5_1:
+      *kind = ActKind::kQ8_1;
+      return true;
+    case Type::kQ4_K:
+    case Type::kQ5_K:
+    case Type::kQ6_K:
+      *kind = ActKind::kQ8_K;
+      return true;
+    default:
+      return false;  // float weights and the dequantize fallback use fp32 x
   }
 }
 
@@ -46,12 +59,13 @@ void check_weight(const WeightView& w, int64_t n_tokens) {
 // The one driver: x quantized once per activation kind (one buffer per calling
 // thread, reused: decode calls this hundreds of times per token), then the row
 // chunks of every weight through one dynamic loop.
-void matmul_rows(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens, ThreadPool& pool,
-                 CpuIsa isa) {
+void matmul_rows(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens,
+                 ThreadPool& pool, CpuIsa isa) {
   constexpr int kMax = 4;
   TKV_CHECK(n_w >= 1 && n_w <= kMax);
   if (isa == CpuIsa::kAuto) isa = cpu_has_avx512_vnni() ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx2;
-  TKV_CHECK_MSG(isa != CpuIsa::kAvx512Vnni || cpu_has_avx512_vnni(), "[matmul] AVX-512 VNNI not available");
+  TKV_CHECK_MSG(isa != CpuIsa::kAvx512Vnni || cpu_has_avx512_vnni(),
+                "[matmul] AVX-512 VNNI not available");
   thread_local ActBuffer bufs[kMax];
   RowsFn fns[kMax];
   const ActQ8* acts[kMax] = {};
@@ -63,7 +77,8 @@ void matmul_rows(const WeightView* ws, int n_w, const float* x, float* const* ys
     TKV_CHECK(ws[i].n_in == ws[0].n_in);
     fns[i] = isa == CpuIsa::kAvx512Vnni ? avx512::rows_fn(ws[i].type) : avx2::rows_fn(ws[i].type);
     ActKind kind;
-    if (n_tokens == 0 || ws[i].n_out == 0 || !act_kind_for(ws[i].type, &kind)) continue;  // float weights read x
+    if (n_tokens == 0 || ws[i].n_out == 0 || !act_kind_for(ws[i].type, &kind))
+      continue;  // float weights read x
     int k = 0;
     while (k < n_kinds && kinds[k] != kind) ++k;
     if (k == n_kinds) {
@@ -81,8 +96,10 @@ void matmul_rows(const WeightView* ws, int n_w, const float* x, float* const* ys
   std::vector<Chunk>& chunks = chunk_buf;
   chunks.clear();
   for (int i = 0; i < n_w; ++i) {
-    const int64_t g = pool.n_threads() <= 1 ? std::max<int64_t>(1, ws[i].n_out) : row_grain(ws[i].n_out, pool.n_threads());
-    for (int64_t r = 0; r < ws[i].n_out; r += g) chunks.push_back({i, r, std::min(r + g, ws[i].n_out)});
+    const int64_t g = pool.n_threads() <= 1 ? std::max<int64_t>(1, ws[i].n_out)
+                                            : row_grain(ws[i].n_out, pool.n_threads());
+    for (int64_t r = 0; r < ws[i].n_out; r += g)
+      chunks.push_back({i, r, std::min(r + g, ws[i].n_out)});
   }
   const auto run = [&](int, int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -95,12 +112,13 @@ void matmul_rows(const WeightView* ws, int n_w, const float* x, float* const* ys
 }
 }  // namespace
 
-void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool, CpuIsa isa) {
+void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                    ThreadPool& pool, CpuIsa isa) {
   matmul_rows(&w, 1, x, &y, n_tokens, pool, isa);
 }
 
-void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* const* ys, int64_t n_tokens,
-                      ThreadPool& pool) {
+void matmul_cpu_multi(const WeightView* ws, int n_w, const float* x, float* const* ys,
+                      int64_t n_tokens, ThreadPool& pool) {
   matmul_rows(ws, n_w, x, ys, n_tokens, pool, CpuIsa::kAuto);
 }
 

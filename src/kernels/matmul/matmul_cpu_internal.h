@@ -13,8 +13,9 @@ namespace tkv::kernels {
 
 // Computes y[t, r] for rows [r0, r1) and all n_tokens tokens. `a` is the quantized
 // activation (nullptr for float-activation types, which read x directly).
-using RowsFn = void (*)(const WeightView& w, const ActQ8* a, const float* x, int64_t n_tokens, int64_t r0,
-                        int64_t r1, float* y);  // x: [n_tokens, n_in], y: [n_tokens, n_out]
+using RowsFn = void (*)(const WeightView& w, const ActQ8* a, const float* x, int64_t n_tokens,
+                        int64_t r0, int64_t r1,
+                        float* y);  // x: [n_tokens, n_in], y: [n_tokens, n_out]
 
 namespace avx2 {
 RowsFn rows_fn(ggml::Type type);
@@ -31,6 +32,7 @@ bool act_kind_for(ggml::Type type, ActKind* kind);
 
 // matmul_cpu with the ISA forced (kAuto = what matmul_cpu uses). Asking for
 // kAvx512Vnni on a CPU without it aborts.
-void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool, CpuIsa isa);
+void matmul_cpu_isa(const WeightView& w, const float* x, float* y, int64_t n_tokens,
+                    ThreadPool& pool, CpuIsa isa);
 
 }  // namespace tkv::kernels

@@ -13,11 +13,13 @@ void matmul_ref(const WeightView& w, const float* x, float* y, int64_t n_tokens)
   const size_t rb = ggml::row_bytes(w.type, w.n_in);
   std::vector<float> row(static_cast<size_t>(w.n_in));
   for (int64_t o = 0; o < w.n_out; ++o) {
-    dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(o) * rb, row.data(), w.n_in);
+    dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(o) * rb,
+                   row.data(), w.n_in);
     for (int64_t t = 0; t < n_tokens; ++t) {
       const float* xt = x + t * w.n_in;
       double acc = 0.0;
-      for (int64_t i = 0; i < w.n_in; ++i) acc += static_cast<double>(row[static_cast<size_t>(i)]) * xt[i];
+      for (int64_t i = 0; i < w.n_in; ++i)
+        acc += static_cast<double>(row[static_cast<size_t>(i)]) * xt[i];
       y[t * w.n_out + o] = static_cast<float>(acc);
     }
   }

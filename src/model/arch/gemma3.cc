@@ -10,7 +10,7 @@
 
 namespace tkv::model {
 namespace {
-constexpr int kSwaPattern = 6;          // every 6th layer is global
+constexpr int kSwaPattern = 6;  // every 6th layer is global
 constexpr float kLocalRopeBase = 10000.0f;
 
 Status configure_gemma3(const io::GgufFile& g, ModelConfig& cfg) {
@@ -26,14 +26,16 @@ Status configure_gemma3(const io::GgufFile& g, ModelConfig& cfg) {
   const float factor = static_cast<float>(g.get_f64_or("gemma3.rope.scaling.factor", 1.0));
   const float global_scale = scaling == "linear" && factor > 0 ? 1.0f / factor : 1.0f;
   if (global_scale != 1.0f)
-    return invalid_argument("[model] gemma3: linear rope scaling (factor {}) is not supported yet", factor);
+    return invalid_argument("[model] gemma3: linear rope scaling (factor {}) is not supported yet",
+                            factor);
   for (int il = 0; il < cfg.n_layers; ++il) {
     const bool is_local = (il + 1) % kSwaPattern != 0;
     cfg.layer_window[static_cast<size_t>(il)] = is_local ? window : 0;
     if (is_local) cfg.layer_rope_base[static_cast<size_t>(il)] = kLocalRopeBase;
   }
-  cfg.attn_scale = 1.0f / std::sqrt(static_cast<float>(g.get_u64_or("gemma3.attention.query_pre_attn_scalar",
-                                                                     static_cast<uint64_t>(cfg.head_dim))));
+  cfg.attn_scale =
+      1.0f / std::sqrt(static_cast<float>(g.get_u64_or("gemma3.attention.query_pre_attn_scalar",
+                                                       static_cast<uint64_t>(cfg.head_dim))));
   cfg.final_logit_softcap = static_cast<float>(g.get_f64_or("gemma3.final_logit_softcapping", 0.0));
   return Status();
 }

@@ -25,17 +25,20 @@ struct Scheme {
 
 std::vector<Scheme> all_schemes(int d) {
   std::vector<Scheme> out{{true, {}, "bf16"}};
-  for (int b : {8, 4}) out.push_back({false, {quant::KvKind::kAffine, b, b, d}, "affine" + std::to_string(b)});
+  for (int b : {8, 4})
+    out.push_back({false, {quant::KvKind::kAffine, b, b, d}, "affine" + std::to_string(b)});
   for (int kb : {2, 4, 5, 8})
     for (int vb : {2, 3, 4, 5, 8})
-      out.push_back({false, {quant::KvKind::kTurbo, kb, vb, d}, "turbo:k" + std::to_string(kb) + "v" + std::to_string(vb)});
+      out.push_back({false,
+                     {quant::KvKind::kTurbo, kb, vb, d},
+                     "turbo:k" + std::to_string(kb) + "v" + std::to_string(vb)});
   out.push_back({true, {quant::KvKind::kF16, 16, 16, d}, "f16"});
   return out;
 }
 
 // Dequantized K/V (and rotated V) of the segments, for the tolerance inputs.
-void dequant_all(const std::vector<SegStore>& segs, int64_t n_total, int d, int nkv, std::vector<float>* k,
-                 std::vector<float>* v, double* r_max) {
+void dequant_all(const std::vector<SegStore>& segs, int64_t n_total, int d, int nkv,
+                 std::vector<float>* k, std::vector<float>* v, double* r_max) {
   k->assign(static_cast<size_t>(n_total * nkv * d), 0.0f);
   v->assign(k->size(), 0.0f);
   *r_max = 0;
@@ -47,7 +50,8 @@ void dequant_all(const std::vector<SegStore>& segs, int64_t n_total, int d, int 
       const int32_t page = sv.page_ids[t / sv.page_size];
       if (page < 0) continue;
       for (int h = 0; h < nkv; ++h) {
-        const uint8_t* row = sv.pool + ((int64_t{page} * nkv + h) * sv.page_size + t % sv.page_size) * rb;
+        const uint8_t* row =
+            sv.pool + ((int64_t{page} * nkv + h) * sv.page_size + t % sv.page_size) * rb;
         float* ko = k->data() + ((sv.pos0 + t) * nkv + h) * d;
         float* vo = v->data() + ((sv.pos0 + t) * nkv + h) * d;
         if (sv.is_float) {
@@ -90,7 +94,8 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
   std::mt19937 rng(static_cast<uint32_t>(c.d * 7919 + c.group * 31 + c.n_ctx * 3 + c.quant_start));
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> k(static_cast<size_t>(c.n_ctx * c.nkv * c.d)), v(k.size());
-  for (size_t i = 0; i < k.size(); ++i) k[i] = nd(rng) + 0.5f * static_cast<float>(i % 7), v[i] = nd(rng);
+  for (size_t i = 0; i < k.size(); ++i)
+    k[i] = nd(rng) + 0.5f * static_cast<float>(i % 7), v[i] = nd(rng);
   std::vector<SegStore> segs;
   const int64_t qs = sc.is_float ? 0 : std::min(c.quant_start, c.n_ctx);
   if (qs > 0) {
@@ -99,7 +104,8 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
   }
   if (c.n_ctx > qs) {
     segs.emplace_back();
-    build_segment(segs.back(), sc.is_float, sc.s, c.d, c.nkv, c.page_size, qs, c.n_ctx - qs, k.data(), v.data(), 12);
+    build_segment(segs.back(), sc.is_float, sc.s, c.d, c.nkv, c.page_size, qs, c.n_ctx - qs,
+                  k.data(), v.data(), 12);
   }
   // Release pages no query of this pass can see (rotating window).
   const int64_t q_pos0 = c.n_ctx - c.n_q;
@@ -112,7 +118,13 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
   std::vector<float> q(static_cast<size_t>(c.n_q * n_heads * c.d));
   for (auto& x : q) x = nd(rng);
   std::vector<float> ref(q.size(), NAN);
-  AttnArgs a{q.data(), ref.data(), c.n_q, n_heads, q_pos0, c.window, 1.0f / std::sqrt(static_cast<float>(c.d))};
+  AttnArgs a{q.data(),
+             ref.data(),
+             c.n_q,
+             n_heads,
+             q_pos0,
+             c.window,
+             1.0f / std::sqrt(static_cast<float>(c.d))};
   attention_paged_ref(views.data(), static_cast<int>(views.size()), a);
 
   std::vector<float> kd, vd;
@@ -140,16 +152,18 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
     double max_err = 0;
     size_t at = 0;
     for (size_t i = 0; i < out.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(out[i]) && std::isfinite(ref[i])) << sc.name << " " << isa_name << " non-finite at " << i;
+      ASSERT_TRUE(std::isfinite(out[i]) && std::isfinite(ref[i]))
+          << sc.name << " " << isa_name << " non-finite at " << i;
       const double e = std::fabs(static_cast<double>(out[i]) - ref[i]);
       if (e > max_err) max_err = e, at = i;
     }
     if (std::getenv("TKV_TEST_VERBOSE"))
-      std::printf("%s %s d%d g%d ctx%lld err %.3g tol %.3g\n", sc.name.c_str(), isa_name, c.d, c.group,
-                  (long long)c.n_ctx, max_err, tol);
-    EXPECT_LE(max_err, tol) << sc.name << " " << isa_name << " d " << c.d << " kvh " << c.nkv << " group " << c.group
-                            << " ctx " << c.n_ctx << " n_q " << c.n_q << " window " << c.window << " qstart "
-                            << c.quant_start << " max err at " << at << " (fused " << out[at] << " ref " << ref[at]
+      std::printf("%s %s d%d g%d ctx%lld err %.3g tol %.3g\n", sc.name.c_str(), isa_name, c.d,
+                  c.group, (long long)c.n_ctx, max_err, tol);
+    EXPECT_LE(max_err, tol) << sc.name << " " << isa_name << " d " << c.d << " kvh " << c.nkv
+                            << " group " << c.group << " ctx " << c.n_ctx << " n_q " << c.n_q
+                            << " window " << c.window << " qstart " << c.quant_start
+                            << " max err at " << at << " (fused " << out[at] << " ref " << ref[at]
                             << ")";
   }
 }
@@ -159,7 +173,8 @@ TEST(AttentionFused, MatchesReferenceShortContexts) {
   for (int d : {64, 128, 256})
     for (const Scheme& sc : all_schemes(d))
       for (int group : {1, 3, 4, 8})
-        for (int64_t n_ctx : {1, 15, 17}) run_case(sc, {d, 2, group, n_ctx, std::min<int64_t>(n_ctx, 5), 0, 0, 16}, pool);
+        for (int64_t n_ctx : {1, 15, 17})
+          run_case(sc, {d, 2, group, n_ctx, std::min<int64_t>(n_ctx, 5), 0, 0, 16}, pool);
 }
 
 TEST(AttentionFused, MatchesReferenceLongContextSplitKv) {
@@ -167,18 +182,17 @@ TEST(AttentionFused, MatchesReferenceLongContextSplitKv) {
   for (const Scheme& sc : all_schemes(128)) run_case(sc, {128, 1, 8, 4097, 1, 0, 0, 64}, pool);
   for (int d : {64, 256})
     for (const Scheme& sc : all_schemes(d))
-      if (sc.is_float || sc.s.kind == quant::KvKind::kAffine || sc.s.k_bits == 8 || sc.s.v_bits == 3)
+      if (sc.is_float || sc.s.kind == quant::KvKind::kAffine || sc.s.k_bits == 8 ||
+          sc.s.v_bits == 3)
         for (int group : {1, 8}) run_case(sc, {d, 1, group, 4097, 1, 0, 0, 64}, pool);
-  for (int d : {64, 128})
-    run_case(all_schemes(d)[9], {d, 1, 3, 4097, 3, 0, 0, 64}, pool);
+  for (int d : {64, 128}) run_case(all_schemes(d)[9], {d, 1, 3, 4097, 3, 0, 0, 64}, pool);
 }
 
 TEST(AttentionFused, Bf16PrefixThenQuantized) {
   ThreadPool pool(2);
   for (int d : {64, 128})
     for (const Scheme& sc : all_schemes(d))
-      for (int64_t qs : {1, 15, 16, 17, 100})
-        run_case(sc, {d, 2, 4, 120, 7, 0, qs, 16}, pool);
+      for (int64_t qs : {1, 15, 16, 17, 100}) run_case(sc, {d, 2, 4, 120, 7, 0, qs, 16}, pool);
   run_case(all_schemes(128)[9], {128, 1, 4, 4097, 1, 0, 1000, 64}, pool);
 }
 
@@ -240,20 +254,27 @@ TEST(AttentionFused, DeferredUnrotationEqualsEager) {
       for (int j = 0; j < n; ++j) {
         psum += p[static_cast<size_t>(j)];
         for (int e = 0; e < d; ++e) {
-          a[static_cast<size_t>(e)] += p[static_cast<size_t>(j)] * eager[static_cast<size_t>(j * d + e)];
-          b[static_cast<size_t>(e)] += p[static_cast<size_t>(j)] * rot[static_cast<size_t>(j * d + e)];
-          rmax = std::max(rmax, static_cast<double>(std::fabs(rot[static_cast<size_t>(j * d + e)])));
-          vmax = std::max(vmax, static_cast<double>(std::fabs(eager[static_cast<size_t>(j * d + e)])));
+          a[static_cast<size_t>(e)] +=
+              p[static_cast<size_t>(j)] * eager[static_cast<size_t>(j * d + e)];
+          b[static_cast<size_t>(e)] +=
+              p[static_cast<size_t>(j)] * rot[static_cast<size_t>(j * d + e)];
+          rmax =
+              std::max(rmax, static_cast<double>(std::fabs(rot[static_cast<size_t>(j * d + e)])));
+          vmax =
+              std::max(vmax, static_cast<double>(std::fabs(eager[static_cast<size_t>(j * d + e)])));
         }
       }
       quant::fwht_inverse(b.data(), d, quant::turbo_signs(d), quant::turbo_inv_sqrt(d));
       const double u = std::ldexp(1.0, -24);
-      const double tol = psum * u * (2.0 * n * std::max(vmax, rmax) + 2.0 * (std::log2(d) + 1) * std::sqrt(d) * rmax);
+      const double tol =
+          psum * u *
+          (2.0 * n * std::max(vmax, rmax) + 2.0 * (std::log2(d) + 1) * std::sqrt(d) * rmax);
       double max_err = 0;
       int at = 0;
       for (int e = 0; e < d; ++e) {
         ASSERT_TRUE(std::isfinite(b[static_cast<size_t>(e)]));
-        const double err = std::fabs(static_cast<double>(a[static_cast<size_t>(e)]) - b[static_cast<size_t>(e)]);
+        const double err =
+            std::fabs(static_cast<double>(a[static_cast<size_t>(e)]) - b[static_cast<size_t>(e)]);
         if (err > max_err) max_err = err, at = e;
       }
       EXPECT_LE(max_err, tol) << "d " << d << " v" << vb << " at " << at;

@@ -22,8 +22,9 @@ struct SegStore {
 };
 
 // Encodes k/v rows [pos0, pos0 + n) of [n_total, n_kv_heads, d] into a segment.
-inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& scheme, int d, int nkv, int page_size,
-                          int64_t pos0, int64_t n, const float* k, const float* v, uint32_t seed) {
+inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& scheme, int d, int nkv,
+                          int page_size, int64_t pos0, int64_t n, const float* k, const float* v,
+                          uint32_t seed) {
   const int64_t rb = kv_segment_row_bytes(is_float, scheme, d);
   const int64_t n_pages = (n + page_size - 1) / page_size;
   const int64_t n_pool = n_pages + 3;
@@ -35,8 +36,11 @@ inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& sch
   const quant::KvRowLayout lay = is_float ? quant::KvRowLayout{} : quant::kv_row_layout(scheme);
   for (int64_t t = 0; t < n; ++t) {
     for (int h = 0; h < nkv; ++h) {
-      uint8_t* row = s.pool.data() +
-                     ((int64_t{s.page_ids[static_cast<size_t>(t / page_size)]} * nkv + h) * page_size + t % page_size) * rb;
+      uint8_t* row =
+          s.pool.data() +
+          ((int64_t{s.page_ids[static_cast<size_t>(t / page_size)]} * nkv + h) * page_size +
+           t % page_size) *
+              rb;
       const float* kr = k + ((pos0 + t) * nkv + h) * d;
       const float* vr = v + ((pos0 + t) * nkv + h) * d;
       if (is_float) {
@@ -76,7 +80,8 @@ struct TolInputs {
 inline double fused_tolerance(const TolInputs& t, int d, int64_t n_kv) {
   const double u = std::ldexp(1.0, -24);
   const double sd = std::sqrt(static_cast<double>(d));
-  return 4.0 * sd * u * t.qk_abs_max * t.v_max + (2.0 * std::sqrt(static_cast<double>(n_kv)) + 8) * u * t.v_max +
+  return 4.0 * sd * u * t.qk_abs_max * t.v_max +
+         (2.0 * std::sqrt(static_cast<double>(n_kv)) + 8) * u * t.v_max +
          2.0 * std::sqrt(std::log2(static_cast<double>(d))) * u * sd * t.r_max + 1e-30;
 }
 

@@ -20,7 +20,9 @@ using quant::KvKind;
 using quant::KvScheme;
 
 std::vector<KvScheme> all_schemes(int d) {
-  std::vector<KvScheme> out = {{KvKind::kBf16, 16, 16, d}, {KvKind::kAffine, 4, 4, d}, {KvKind::kAffine, 8, 8, d},
+  std::vector<KvScheme> out = {{KvKind::kBf16, 16, 16, d},
+                               {KvKind::kAffine, 4, 4, d},
+                               {KvKind::kAffine, 8, 8, d},
                                {KvKind::kAffine, 4, 8, d}};
   for (int k : {2, 3, 4, 5, 8})
     for (int v : {1, 2, 3, 4, 5, 8}) out.push_back({KvKind::kTurbo, k, v, d});
@@ -38,15 +40,33 @@ std::vector<float> make_rows(int64_t n_rows, int d, uint32_t seed) {
     for (int i = 0; i < d; ++i) {
       const float g = nd(rng);
       switch (r) {
-        case 0: row[i] = 0.0f; break;                                   // all zero (padded dims)
-        case 1: row[i] = i < 40 ? 3.25f : -0.0f; break;                 // constant groups, -0
-        case 2: row[i] = (i % 3 == 0) ? 65504.0f : -65504.0f; break;    // fp16 extremes
-        case 3: row[i] = (i % 2 ? 1.0f : -1.0f) * 5.96e-8f * (1 + i % 7); break;  // fp16 subnormals
-        case 4: row[i] = i % 5 == 0 ? NAN : i % 5 == 1 ? INFINITY : i % 5 == 2 ? -INFINITY : g; break;
-        case 5: row[i] = 1000.0f + 1e-3f * g; break;                    // fp16 quotient overflow
-        case 6: row[i] = g * 1e-30f; break;                             // fp32 denormal-ish, below fp16
-        case 7: row[i] = g * (i % 17 == 0 ? 3000.0f : 1.0f); break;     // outliers
-        default: row[i] = g * (0.1f + (float)(r % 5)) + (float)(r % 3); break;
+        case 0:
+          row[i] = 0.0f;
+          break;  // all zero (padded dims)
+        case 1:
+          row[i] = i < 40 ? 3.25f : -0.0f;
+          break;  // constant groups, -0
+        case 2:
+          row[i] = (i % 3 == 0) ? 65504.0f : -65504.0f;
+          break;  // fp16 extremes
+        case 3:
+          row[i] = (i % 2 ? 1.0f : -1.0f) * 5.96e-8f * (1 + i % 7);
+          break;  // fp16 subnormals
+        case 4:
+          row[i] = i % 5 == 0 ? NAN : i % 5 == 1 ? INFINITY : i % 5 == 2 ? -INFINITY : g;
+          break;
+        case 5:
+          row[i] = 1000.0f + 1e-3f * g;
+          break;  // fp16 quotient overflow
+        case 6:
+          row[i] = g * 1e-30f;
+          break;  // fp32 denormal-ish, below fp16
+        case 7:
+          row[i] = g * (i % 17 == 0 ? 3000.0f : 1.0f);
+          break;  // outliers
+        default:
+          row[i] = g * (0.1f + (float)(r % 5)) + (float)(r % 3);
+          break;
       }
     }
   }
@@ -69,10 +89,12 @@ uint32_t bits_of(float f) {
   return u;
 }
 
-void expect_same_floats(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+void expect_same_floats(const std::vector<float>& a, const std::vector<float>& b,
+                        const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(bits_of(a[i]), bits_of(b[i])) << what << " at " << i << ": cpu " << a[i] << " ref " << b[i];
+    ASSERT_EQ(bits_of(a[i]), bits_of(b[i]))
+        << what << " at " << i << ": cpu " << a[i] << " ref " << b[i];
     ASSERT_TRUE(std::isfinite(a[i])) << what << " non-finite at " << i;
   }
 }
@@ -85,7 +107,8 @@ void check_scheme(const KvScheme& s, int64_t n_rows, ThreadPool* pool) {
   kvcodec_encode_ref({s, n_rows, k.data(), v.data(), ref.planes});
   kvcodec_encode_cpu({s, n_rows, k.data(), v.data(), cpu.planes}, pool);
   for (size_t i = 0; i < ref.rows.size(); ++i)
-    ASSERT_EQ(cpu.rows[i], ref.rows[i]) << what << " encoded byte " << i << " (row " << i / quant::kv_row_layout(s).row_bytes << ")";
+    ASSERT_EQ(cpu.rows[i], ref.rows[i]) << what << " encoded byte " << i << " (row "
+                                        << i / quant::kv_row_layout(s).row_bytes << ")";
   for (bool rotated : {false, true}) {
     std::vector<float> kr(n_rows * d), vr(n_rows * d), kc(n_rows * d), vc(n_rows * d);
     kvcodec_dequant_ref({s, n_rows, ref.planes, kr.data(), vr.data(), rotated});
@@ -126,7 +149,9 @@ TEST_P(KvCodecIsa, ThreadedLargeBatchEqualsRef) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KvCodecIsa, ::testing::Values(KvCpuIsa::kAvx2, KvCpuIsa::kAvx512),
-                         [](const auto& isa_info) { return isa_info.param == KvCpuIsa::kAvx2 ? "avx2" : "avx512"; });
+                         [](const auto& isa_info) {
+                           return isa_info.param == KvCpuIsa::kAvx2 ? "avx2" : "avx512";
+                         });
 
 TEST(KvCodec, SeparatePlanesEqualInterleaved) {
   const KvScheme s{KvKind::kTurbo, 5, 3, 128};
@@ -135,17 +160,25 @@ TEST(KvCodec, SeparatePlanesEqualInterleaved) {
   const std::vector<float> k = make_rows(n, 128, 5), v = make_rows(n, 128, 6);
   Buffers inter(s, n);
   kvcodec_encode_cpu({s, n, k.data(), v.data(), inter.planes});
-  std::vector<uint8_t> kd(n * l.k_data_bytes), vd(n * l.v_data_bytes), ks(n * l.k_scale_bytes), kz(n * l.k_zero_bytes),
-      vs(n * l.v_scale_bytes);
-  const KvPlanes sep = kv_planes_separate(l, kd.data(), vd.data(), ks.data(), kz.data(), vs.data(), nullptr);
+  std::vector<uint8_t> kd(n * l.k_data_bytes), vd(n * l.v_data_bytes), ks(n * l.k_scale_bytes),
+      kz(n * l.k_zero_bytes), vs(n * l.v_scale_bytes);
+  const KvPlanes sep =
+      kv_planes_separate(l, kd.data(), vd.data(), ks.data(), kz.data(), vs.data(), nullptr);
   kvcodec_encode_cpu({s, n, k.data(), v.data(), sep});
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* row = inter.rows.data() + r * l.row_bytes;
-    EXPECT_EQ(0, std::memcmp(row + l.k_data_offset, kd.data() + r * l.k_data_bytes, l.k_data_bytes)) << r;
-    EXPECT_EQ(0, std::memcmp(row + l.v_data_offset, vd.data() + r * l.v_data_bytes, l.v_data_bytes)) << r;
-    EXPECT_EQ(0, std::memcmp(row + l.k_scale_offset, ks.data() + r * l.k_scale_bytes, l.k_scale_bytes)) << r;
-    EXPECT_EQ(0, std::memcmp(row + l.k_zero_offset, kz.data() + r * l.k_zero_bytes, l.k_zero_bytes)) << r;
-    EXPECT_EQ(0, std::memcmp(row + l.v_scale_offset, vs.data() + r * l.v_scale_bytes, l.v_scale_bytes)) << r;
+    EXPECT_EQ(0, std::memcmp(row + l.k_data_offset, kd.data() + r * l.k_data_bytes, l.k_data_bytes))
+        << r;
+    EXPECT_EQ(0, std::memcmp(row + l.v_data_offset, vd.data() + r * l.v_data_bytes, l.v_data_bytes))
+        << r;
+    EXPECT_EQ(0,
+              std::memcmp(row + l.k_scale_offset, ks.data() + r * l.k_scale_bytes, l.k_scale_bytes))
+        << r;
+    EXPECT_EQ(0, std::memcmp(row + l.k_zero_offset, kz.data() + r * l.k_zero_bytes, l.k_zero_bytes))
+        << r;
+    EXPECT_EQ(0,
+              std::memcmp(row + l.v_scale_offset, vs.data() + r * l.v_scale_bytes, l.v_scale_bytes))
+        << r;
   }
 }
 

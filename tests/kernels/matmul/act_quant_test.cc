@@ -33,7 +33,8 @@ TEST(ActQuant, Q8_32RoundTripAndSums) {
       float amax = 0.0f;
       int sum = 0;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
-      // d = fp16(amax/127): relative rounding 2^-11; |x - d*q| <= dt/2 + 127*|d - dt| with dt = amax/127.
+      // d = fp16(amax/127): relative rounding 2^-11; |x - d*q| <= dt/2 + 127*|d - dt| with dt =
+      // amax/127.
       const double dt = amax / 127.0;
       EXPECT_NEAR(d[b], dt, dt * std::ldexp(1.0, -11) + 1e-30);
       const double bound = dt / 2 * (1 + 1e-6) + 127.0 * std::fabs(d[b] - dt);
@@ -48,7 +49,8 @@ TEST(ActQuant, Q8_32RoundTripAndSums) {
       // Q8_0: exactly d16*sum.
       const double exact = static_cast<double>(d[b]) * sum;
       if (fp16_sum) {
-        EXPECT_NEAR(s[b], exact, std::fabs(exact) * std::ldexp(1.0, -10) * 1.001 + 1e-30) << "block " << b;
+        EXPECT_NEAR(s[b], exact, std::fabs(exact) * std::ldexp(1.0, -10) * 1.001 + 1e-30)
+            << "block " << b;
       } else {
         EXPECT_EQ(static_cast<double>(s[b]), exact) << "block " << b;
       }
@@ -69,10 +71,12 @@ TEST(ActQuant, Q8KRoundTripAndBsums) {
   for (int64_t b = 0; b < n / 256; ++b) {
     float amax = 0.0f;
     for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[b * 256 + i]));
-    // |d| = amax/127 up to two fp32 roundings; error per element <= |d|/2 plus 127 of those roundings.
+    // |d| = amax/127 up to two fp32 roundings; error per element <= |d|/2 plus 127 of those
+    // roundings.
     const double bound = std::fabs(d[b]) / 2 + 127.0 * amax / 127.0 * std::ldexp(1.0, -22);
     for (int i = 0; i < 256; ++i) {
-      ASSERT_LE(std::fabs(x[b * 256 + i] - static_cast<double>(d[b]) * q[b * 256 + i]), bound) << b << " " << i;
+      ASSERT_LE(std::fabs(x[b * 256 + i] - static_cast<double>(d[b]) * q[b * 256 + i]), bound)
+          << b << " " << i;
       ASSERT_GE(q[b * 256 + i], -127);
     }
     for (int g = 0; g < 16; ++g) {

@@ -33,22 +33,77 @@ std::vector<uint8_t> random_weights(Type type, int64_t n_out, int64_t n_in, std:
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> uf(-1.0f, 1.0f);
   const int64_t n = n_in * n_out;
-  auto blocks = [&](auto* p, int64_t count, auto fix) { for (int64_t i = 0; i < count; ++i) fix(p[i]); };
+  auto blocks = [&](auto* p, int64_t count, auto fix) {
+    for (int64_t i = 0; i < count; ++i) fix(p[i]);
+  };
   switch (type) {
-    case Type::kF32: { auto* f = reinterpret_cast<float*>(buf.data()); for (int64_t i = 0; i < n; ++i) f[i] = uf(rng); break; }
-    case Type::kF16: { auto* h = reinterpret_cast<uint16_t*>(buf.data()); for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(uf(rng)); break; }
-    case Type::kBF16: { auto* h = reinterpret_cast<uint16_t*>(buf.data()); for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(uf(rng)); break; }
-    case Type::kQ4_0: blocks(reinterpret_cast<ggml::BlockQ4_0*>(buf.data()), n / 32, [&](auto& b) { b.d = rand_f16(rng, 0.005f, 0.02f); }); break;
-    case Type::kQ5_0: blocks(reinterpret_cast<ggml::BlockQ5_0*>(buf.data()), n / 32, [&](auto& b) { b.d = rand_f16(rng, 0.005f, 0.02f); }); break;
-    case Type::kQ8_0: blocks(reinterpret_cast<ggml::BlockQ8_0*>(buf.data()), n / 32, [&](auto& b) { b.d = rand_f16(rng, 0.0005f, 0.002f); }); break;
-    case Type::kQ4_1: blocks(reinterpret_cast<ggml::BlockQ4_1*>(buf.data()), n / 32, [&](auto& b) { b.d = rand_f16(rng, 0.005f, 0.02f); b.m = rand_f16(rng, 0.01f, 0.2f); }); break;
-    case Type::kQ5_1: blocks(reinterpret_cast<ggml::BlockQ5_1*>(buf.data()), n / 32, [&](auto& b) { b.d = rand_f16(rng, 0.005f, 0.02f); b.m = rand_f16(rng, 0.01f, 0.2f); }); break;
-    case Type::kQ2_K: blocks(reinterpret_cast<ggml::BlockQ2_K*>(buf.data()), n / 256, [&](auto& b) { b.d = rand_f16(rng, 0.001f, 0.004f); b.dmin = rand_f16(rng, 0.001f, 0.004f); }); break;
-    case Type::kQ3_K: blocks(reinterpret_cast<ggml::BlockQ3_K*>(buf.data()), n / 256, [&](auto& b) { b.d = rand_f16(rng, 0.001f, 0.004f); }); break;
-    case Type::kQ4_K: blocks(reinterpret_cast<ggml::BlockQ4_K*>(buf.data()), n / 256, [&](auto& b) { b.d = rand_f16(rng, 0.0005f, 0.002f); b.dmin = rand_f16(rng, 0.0005f, 0.002f); }); break;
-    case Type::kQ5_K: blocks(reinterpret_cast<ggml::BlockQ5_K*>(buf.data()), n / 256, [&](auto& b) { b.d = rand_f16(rng, 0.0005f, 0.002f); b.dmin = rand_f16(rng, 0.0005f, 0.002f); }); break;
-    case Type::kQ6_K: blocks(reinterpret_cast<ggml::BlockQ6_K*>(buf.data()), n / 256, [&](auto& b) { b.d = rand_f16(rng, 0.0002f, 0.001f); }); break;
-    default: ADD_FAILURE() << "no generator for type " << static_cast<int>(type);
+    case Type::kF32: {
+      auto* f = reinterpret_cast<float*>(buf.data());
+      for (int64_t i = 0; i < n; ++i) f[i] = uf(rng);
+      break;
+    }
+    case Type::kF16: {
+      auto* h = reinterpret_cast<uint16_t*>(buf.data());
+      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(uf(rng));
+      break;
+    }
+    case Type::kBF16: {
+      auto* h = reinterpret_cast<uint16_t*>(buf.data());
+      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(uf(rng));
+      break;
+    }
+    case Type::kQ4_0:
+      blocks(reinterpret_cast<ggml::BlockQ4_0*>(buf.data()), n / 32,
+             [&](auto& b) { b.d = rand_f16(rng, 0.005f, 0.02f); });
+      break;
+    case Type::kQ5_0:
+      blocks(reinterpret_cast<ggml::BlockQ5_0*>(buf.data()), n / 32,
+             [&](auto& b) { b.d = rand_f16(rng, 0.005f, 0.02f); });
+      break;
+    case Type::kQ8_0:
+      blocks(reinterpret_cast<ggml::BlockQ8_0*>(buf.data()), n / 32,
+             [&](auto& b) { b.d = rand_f16(rng, 0.0005f, 0.002f); });
+      break;
+    case Type::kQ4_1:
+      blocks(reinterpret_cast<ggml::BlockQ4_1*>(buf.data()), n / 32, [&](auto& b) {
+        b.d = rand_f16(rng, 0.005f, 0.02f);
+        b.m = rand_f16(rng, 0.01f, 0.2f);
+      });
+      break;
+    case Type::kQ5_1:
+      blocks(reinterpret_cast<ggml::BlockQ5_1*>(buf.data()), n / 32, [&](auto& b) {
+        b.d = rand_f16(rng, 0.005f, 0.02f);
+        b.m = rand_f16(rng, 0.01f, 0.2f);
+      });
+      break;
+    case Type::kQ2_K:
+      blocks(reinterpret_cast<ggml::BlockQ2_K*>(buf.data()), n / 256, [&](auto& b) {
+        b.d = rand_f16(rng, 0.001f, 0.004f);
+        b.dmin = rand_f16(rng, 0.001f, 0.004f);
+      });
+      break;
+    case Type::kQ3_K:
+      blocks(reinterpret_cast<ggml::BlockQ3_K*>(buf.data()), n / 256,
+             [&](auto& b) { b.d = rand_f16(rng, 0.001f, 0.004f); });
+      break;
+    case Type::kQ4_K:
+      blocks(reinterpret_cast<ggml::BlockQ4_K*>(buf.data()), n / 256, [&](auto& b) {
+        b.d = rand_f16(rng, 0.0005f, 0.002f);
+        b.dmin = rand_f16(rng, 0.0005f, 0.002f);
+      });
+      break;
+    case Type::kQ5_K:
+      blocks(reinterpret_cast<ggml::BlockQ5_K*>(buf.data()), n / 256, [&](auto& b) {
+        b.d = rand_f16(rng, 0.0005f, 0.002f);
+        b.dmin = rand_f16(rng, 0.0005f, 0.002f);
+      });
+      break;
+    case Type::kQ6_K:
+      blocks(reinterpret_cast<ggml::BlockQ6_K*>(buf.data()), n / 256,
+             [&](auto& b) { b.d = rand_f16(rng, 0.0002f, 0.001f); });
+      break;
+    default:
+      ADD_FAILURE() << "no generator for type " << static_cast<int>(type);
   }
   return buf;
 }
@@ -57,16 +112,49 @@ std::vector<uint8_t> random_weights(Type type, int64_t n_out, int64_t n_in, std:
 // per-element constant c_i of w_i = s_i*q_i + c_i (offsets and mins).
 std::vector<uint8_t> zero_codes(Type type, const uint8_t* row, size_t rb) {
   std::vector<uint8_t> z(row, row + rb);
-  auto each = [&](auto* p, size_t count, auto fix) { for (size_t i = 0; i < count; ++i) fix(p[i]); };
+  auto each = [&](auto* p, size_t count, auto fix) {
+    for (size_t i = 0; i < count; ++i) fix(p[i]);
+  };
   switch (type) {
-    case Type::kQ4_0: each(reinterpret_cast<ggml::BlockQ4_0*>(z.data()), rb / 18, [](auto& b) { std::memset(b.qs, 0, 16); }); break;
-    case Type::kQ4_1: each(reinterpret_cast<ggml::BlockQ4_1*>(z.data()), rb / 20, [](auto& b) { std::memset(b.qs, 0, 16); }); break;
-    case Type::kQ5_0: each(reinterpret_cast<ggml::BlockQ5_0*>(z.data()), rb / 22, [](auto& b) { std::memset(b.qs, 0, 16); std::memset(b.qh, 0, 4); }); break;
-    case Type::kQ5_1: each(reinterpret_cast<ggml::BlockQ5_1*>(z.data()), rb / 24, [](auto& b) { std::memset(b.qs, 0, 16); std::memset(b.qh, 0, 4); }); break;
-    case Type::kQ4_K: each(reinterpret_cast<ggml::BlockQ4_K*>(z.data()), rb / 144, [](auto& b) { std::memset(b.qs, 0, 128); }); break;
-    case Type::kQ5_K: each(reinterpret_cast<ggml::BlockQ5_K*>(z.data()), rb / 176, [](auto& b) { std::memset(b.qs, 0, 128); std::memset(b.qh, 0, 32); }); break;
-    case Type::kQ6_K: each(reinterpret_cast<ggml::BlockQ6_K*>(z.data()), rb / 210, [](auto& b) { std::memset(b.ql, 0, 128); std::memset(b.qh, 0, 64); }); break;
-    default: std::memset(z.data(), 0, rb); break;  // no separate constant: c = 0 (Q8_0 codes are signed)
+    case Type::kQ4_0:
+      each(reinterpret_cast<ggml::BlockQ4_0*>(z.data()), rb / 18,
+           [](auto& b) { std::memset(b.qs, 0, 16); });
+      break;
+    case Type::kQ4_1:
+      each(reinterpret_cast<ggml::BlockQ4_1*>(z.data()), rb / 20,
+           [](auto& b) { std::memset(b.qs, 0, 16); });
+      break;
+    case Type::kQ5_0:
+      each(reinterpret_cast<ggml::BlockQ5_0*>(z.data()), rb / 22, [](auto& b) {
+        std::memset(b.qs, 0, 16);
+        std::memset(b.qh, 0, 4);
+      });
+      break;
+    case Type::kQ5_1:
+      each(reinterpret_cast<ggml::BlockQ5_1*>(z.data()), rb / 24, [](auto& b) {
+        std::memset(b.qs, 0, 16);
+        std::memset(b.qh, 0, 4);
+      });
+      break;
+    case Type::kQ4_K:
+      each(reinterpret_cast<ggml::BlockQ4_K*>(z.data()), rb / 144,
+           [](auto& b) { std::memset(b.qs, 0, 128); });
+      break;
+    case Type::kQ5_K:
+      each(reinterpret_cast<ggml::BlockQ5_K*>(z.data()), rb / 176, [](auto& b) {
+        std::memset(b.qs, 0, 128);
+        std::memset(b.qh, 0, 32);
+      });
+      break;
+    case Type::kQ6_K:
+      each(reinterpret_cast<ggml::BlockQ6_K*>(z.data()), rb / 210, [](auto& b) {
+        std::memset(b.ql, 0, 128);
+        std::memset(b.qh, 0, 64);
+      });
+      break;
+    default:
+      std::memset(z.data(), 0, rb);
+      break;  // no separate constant: c = 0 (Q8_0 codes are signed)
   }
   return z;
 }
@@ -80,19 +168,26 @@ std::vector<uint8_t> zero_codes(Type type, const uint8_t* row, size_t rb) {
 //  * fp32 accumulation of terms whose magnitudes sum to S <= sum (|w_i|+2|c_i|)(|x_i|+e_i)
 //    (the kernels scale s_i*q_i and c_i separately): per lane <= n_in/8 FMAs + 16 more
 //    roundings (scale products, hsum, constants dot) -> (n_in/8 + 16)*u*S; ref rounding u*|y|.
-double tolerance(const float* w, const float* c, const float* x, int64_t n, int act_block, bool q8_1, double y_ref) {
+double tolerance(const float* w, const float* c, const float* x, int64_t n, int act_block,
+                 bool q8_1, double y_ref) {
   double quant = 0.0, s_term = 0.0, mag = 0.0;
   for (int64_t b0 = 0; b0 < n; b0 += (act_block ? act_block : n)) {
     const int64_t b1 = act_block ? b0 + act_block : n;
     double amax = 0.0;
     for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
     const double d = amax / 127.0;
-    const double e = act_block == 0 ? 0.0 : d / 2 + 127.0 * d * (act_block == 32 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -22));
+    const double e =
+        act_block == 0
+            ? 0.0
+            : d / 2 + 127.0 * d * (act_block == 32 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -22));
     for (int64_t i = b0; i < b1; ++i) {
       const double ax = std::fabs(static_cast<double>(x[i]));
       quant += std::fabs(static_cast<double>(w[i])) * e;
-      if (q8_1) s_term += std::fabs(static_cast<double>(c[i])) * std::ldexp(1.0, -10) * 1.001 * (ax + d / 2);
-      mag += (std::fabs(static_cast<double>(w[i])) + 2.0 * std::fabs(static_cast<double>(c[i]))) * (ax + e);
+      if (q8_1)
+        s_term +=
+            std::fabs(static_cast<double>(c[i])) * std::ldexp(1.0, -10) * 1.001 * (ax + d / 2);
+      mag += (std::fabs(static_cast<double>(w[i])) + 2.0 * std::fabs(static_cast<double>(c[i]))) *
+             (ax + e);
     }
   }
   return quant + s_term + (static_cast<double>(n) / 8 + 16) * kU * mag + kU * std::fabs(y_ref);
@@ -109,7 +204,9 @@ struct Case {
   std::vector<int64_t> n_ins;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << ggml::traits(c.type).name; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << ggml::traits(c.type).name;
+}
 
 class MatmulCpuTest : public ::testing::TestWithParam<Case> {};
 
@@ -148,12 +245,14 @@ TEST_P(MatmulCpuTest, MatchesRefWithinDerivedBoundAndIsThreadDeterministic) {
           for (int64_t t = 0; t < n_tokens; ++t) {
             for (int64_t o = 0; o < n_out; ++o) {
               const size_t i = static_cast<size_t>(t * n_out + o);
-              const double tol = tolerance(wf.data() + o * n_in, cf.data() + o * n_in, x.data() + t * n_in, n_in, ab, q8_1, y_ref[i]);
+              const double tol = tolerance(wf.data() + o * n_in, cf.data() + o * n_in,
+                                           x.data() + t * n_in, n_in, ab, q8_1, y_ref[i]);
               const double err = std::fabs(static_cast<double>(y1[i]) - y_ref[i]);
               ASSERT_TRUE(std::isfinite(y1[i])) << "non-finite at t=" << t << " o=" << o;
               worst_ratio = std::max(worst_ratio, err / tol);
-              ASSERT_LE(err, tol) << "type " << static_cast<int>(type) << " isa " << static_cast<int>(isa) << " n_in=" << n_in
-                                  << " n_out=" << n_out << " n_tokens=" << n_tokens << " t=" << t << " o=" << o
+              ASSERT_LE(err, tol) << "type " << static_cast<int>(type) << " isa "
+                                  << static_cast<int>(isa) << " n_in=" << n_in << " n_out=" << n_out
+                                  << " n_tokens=" << n_tokens << " t=" << t << " o=" << o
                                   << " cpu=" << y1[i] << " ref=" << y_ref[i];
             }
           }
@@ -161,14 +260,15 @@ TEST_P(MatmulCpuTest, MatchesRefWithinDerivedBoundAndIsThreadDeterministic) {
             std::vector<float> yp(y_ref.size(), NAN);
             matmul_cpu_isa(w, x.data(), yp.data(), n_tokens, *pools[p], isa);
             ASSERT_EQ(0, std::memcmp(yp.data(), y1.data(), yp.size() * sizeof(float)))
-                << "threads=" << p + 1 << " differs bitwise from 1 thread; n_in=" << n_in << " n_out=" << n_out
-                << " n_tokens=" << n_tokens;
+                << "threads=" << p + 1 << " differs bitwise from 1 thread; n_in=" << n_in
+                << " n_out=" << n_out << " n_tokens=" << n_tokens;
           }
         }
       }
     }
   }
-  std::printf("[matmul] type %d: worst |cpu-ref|/tol = %.3f\n", static_cast<int>(type), worst_ratio);
+  std::printf("[matmul] type %d: worst |cpu-ref|/tol = %.3f\n", static_cast<int>(type),
+              worst_ratio);
 }
 
 // Many-token calls (the 16-row AVX-512 panels from 16 tokens on) give the same bits
@@ -190,9 +290,11 @@ TEST(MatmulCpu, PrefillEqualsDecodeBitwiseFor32Blocks) {
       for (CpuIsa isa : isas) {
         std::vector<float> yp(static_cast<size_t>(n_tokens * n_out)), yd(yp.size());
         matmul_cpu_isa(w, x.data(), yp.data(), n_tokens, pool, isa);
-        for (int64_t t = 0; t < n_tokens; ++t) matmul_cpu_isa(w, x.data() + t * n_in, yd.data() + t * n_out, 1, pool, isa);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          matmul_cpu_isa(w, x.data() + t * n_in, yd.data() + t * n_out, 1, pool, isa);
         ASSERT_EQ(0, std::memcmp(yp.data(), yd.data(), yp.size() * sizeof(float)))
-            << "type " << static_cast<int>(type) << " isa " << static_cast<int>(isa) << " n_in=" << n_in;
+            << "type " << static_cast<int>(type) << " isa " << static_cast<int>(isa)
+            << " n_in=" << n_in;
       }
     }
   }
@@ -235,10 +337,11 @@ TEST(MatmulCpu, MultiEqualsSeparateCallsBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, MatmulCpuTest,
-    ::testing::Values(Case{Type::kF32, {37, 576}}, Case{Type::kF16, {37, 576}}, Case{Type::kBF16, {37, 576}},
-                      Case{Type::kQ4_0, {64, 576}}, Case{Type::kQ4_1, {64, 576, 1536}},
-                      Case{Type::kQ5_0, {64, 576}}, Case{Type::kQ5_1, {64, 576}},
-                      Case{Type::kQ8_0, {64, 576, 1536}}, Case{Type::kQ2_K, {256}}, Case{Type::kQ3_K, {256}},
+    ::testing::Values(Case{Type::kF32, {37, 576}}, Case{Type::kF16, {37, 576}},
+                      Case{Type::kBF16, {37, 576}}, Case{Type::kQ4_0, {64, 576}},
+                      Case{Type::kQ4_1, {64, 576, 1536}}, Case{Type::kQ5_0, {64, 576}},
+                      Case{Type::kQ5_1, {64, 576}}, Case{Type::kQ8_0, {64, 576, 1536}},
+                      Case{Type::kQ2_K, {256}}, Case{Type::kQ3_K, {256}},
                       Case{Type::kQ4_K, {256, 1536}}, Case{Type::kQ5_K, {256, 1536}},
                       Case{Type::kQ6_K, {256, 1536}}),
     [](const ::testing::TestParamInfo<Case>& param_info) {

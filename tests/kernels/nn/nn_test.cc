@@ -22,7 +22,9 @@ TEST(Nn, RmsNorm) {
     double ss = 0;
     for (int i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
     const double s = 1.0 / std::sqrt(ss / n + 1e-5);
-    for (int i = 0; i < n; ++i) EXPECT_NEAR(y[r * n + i], x[r * n + i] * s * w[i], 1e-5 * std::fabs(x[r * n + i] * s * w[i]) + 1e-6);
+    for (int i = 0; i < n; ++i)
+      EXPECT_NEAR(y[r * n + i], x[r * n + i] * s * w[i],
+                  1e-5 * std::fabs(x[r * n + i] * s * w[i]) + 1e-6);
   }
 }
 
@@ -35,7 +37,8 @@ TEST(Nn, RopeNormAndNeoxPreserveNormsAndMatchFormula) {
     int32_t pos = 7;
     rope(y.data(), &pos, 1, 1, hd, hd, 10000.f, 1.f, mode);
     for (int i = 0; i < hd / 2; ++i) {
-      const int a = mode == RopeMode::kNorm ? 2 * i : i, b = mode == RopeMode::kNorm ? 2 * i + 1 : i + hd / 2;
+      const int a = mode == RopeMode::kNorm ? 2 * i : i,
+                b = mode == RopeMode::kNorm ? 2 * i + 1 : i + hd / 2;
       const double th = 7.0 * std::pow(10000.0, -2.0 * i / hd);
       EXPECT_NEAR(y[a], x[a] * std::cos(th) - x[b] * std::sin(th), 2e-5);
       EXPECT_NEAR(y[b], x[a] * std::sin(th) + x[b] * std::cos(th), 2e-5);

@@ -24,8 +24,8 @@ struct Fixture {
   uint32_t type_id = 0;
   uint32_t n_rows = 0, n_elems = 0;
   std::string source;
-  std::vector<uint8_t> blocks;   // [n_rows, row_bytes]
-  std::vector<float> expected;   // [n_rows, n_elems]
+  std::vector<uint8_t> blocks;  // [n_rows, row_bytes]
+  std::vector<float> expected;  // [n_rows, n_elems]
 };
 
 uint32_t read_u32(const std::vector<uint8_t>& b, size_t off) {
@@ -51,7 +51,8 @@ uint32_t read_u32(const std::vector<uint8_t>& b, size_t off) {
   if (t == nullptr) return ::testing::AssertionFailure() << path << ": unknown type " << f->type_id;
   const size_t raw = f->n_rows * ggml::row_bytes(t->type, f->n_elems);
   const size_t vals = size_t{f->n_rows} * f->n_elems * sizeof(float);
-  if (b.size() != 24 + src_len + raw + vals) return ::testing::AssertionFailure() << path << ": size mismatch";
+  if (b.size() != 24 + src_len + raw + vals)
+    return ::testing::AssertionFailure() << path << ": size mismatch";
   f->source.assign(reinterpret_cast<const char*>(b.data() + 24), src_len);
   f->blocks.assign(b.begin() + 24 + src_len, b.begin() + 24 + src_len + raw);
   f->expected.resize(vals / sizeof(float));
@@ -69,22 +70,22 @@ int64_t ulp_distance(float a, float b) {
 }
 
 // Compares got vs expected exactly; reports mismatch count, max ulp and where.
-void expect_bit_exact(const std::vector<float>& got, const std::vector<float>& want, uint32_t n_elems,
-                      const std::string& what) {
+void expect_bit_exact(const std::vector<float>& got, const std::vector<float>& want,
+                      uint32_t n_elems, const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
   size_t n_bad = 0, worst = 0;
   int64_t max_ulp = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(got[i])) << what << ": non-finite " << got[i] << " at row " << i / n_elems << " col "
-                                       << i % n_elems;
+    ASSERT_TRUE(std::isfinite(got[i]))
+        << what << ": non-finite " << got[i] << " at row " << i / n_elems << " col " << i % n_elems;
     if (f32_bits(got[i]) == f32_bits(want[i])) continue;
     ++n_bad;
     const int64_t u = ulp_distance(got[i], want[i]);
     if (u > max_ulp || n_bad == 1) max_ulp = u, worst = i;
   }
-  EXPECT_EQ(n_bad, 0u) << what << ": " << n_bad << " of " << got.size() << " differ; max " << max_ulp
-                       << " ulp at row " << worst / n_elems << " col " << worst % n_elems << " (got " << got[worst]
-                       << ", want " << want[worst] << ")";
+  EXPECT_EQ(n_bad, 0u) << what << ": " << n_bad << " of " << got.size() << " differ; max "
+                       << max_ulp << " ulp at row " << worst / n_elems << " col " << worst % n_elems
+                       << " (got " << got[worst] << ", want " << want[worst] << ")";
 }
 
 class DequantFixture : public ::testing::TestWithParam<std::string> {};
@@ -96,7 +97,8 @@ TEST_P(DequantFixture, DequantizeRowMatchesGgufPy) {
   const size_t rb = ggml::row_bytes(type, f.n_elems);
   std::vector<float> got(f.expected.size(), std::nanf(""));
   for (uint32_t r = 0; r < f.n_rows; ++r) {
-    kernels::dequantize_row(type, f.blocks.data() + r * rb, got.data() + size_t{r} * f.n_elems, f.n_elems);
+    kernels::dequantize_row(type, f.blocks.data() + r * rb, got.data() + size_t{r} * f.n_elems,
+                            f.n_elems);
   }
   expect_bit_exact(got, f.expected, f.n_elems, GetParam() + " (" + f.source + ")");
 }
@@ -112,14 +114,15 @@ TEST_P(DequantFixture, GetRowsGathersInAnyOrder) {
   std::vector<float> got(ids.size() * f.n_elems, std::nanf("")), want;
   kernels::get_rows(w, ids.data(), static_cast<int64_t>(ids.size()), got.data());
   for (int32_t id : ids) {
-    want.insert(want.end(), f.expected.begin() + size_t(id) * f.n_elems, f.expected.begin() + size_t(id + 1) * f.n_elems);
+    want.insert(want.end(), f.expected.begin() + size_t(id) * f.n_elems,
+                f.expected.begin() + size_t(id + 1) * f.n_elems);
   }
   expect_bit_exact(got, want, f.n_elems, GetParam() + " get_rows");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ggml, DequantFixture,
-                         ::testing::Values("f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k",
-                                           "q3_k", "q4_k", "q5_k", "q6_k"));
+                         ::testing::Values("f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1",
+                                           "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"));
 
 // Q8_K has no gguf-py dequantizer: d * q with d = 2^-3 is exact, so the expected
 // value is known without rounding.

@@ -9,11 +9,17 @@ namespace tkv::ggml {
 namespace {
 
 TEST(GgmlTypes, TraitsMatchGgml) {
-  struct Want { uint32_t id; const char* name; int elems; int bytes; };
+  struct Want {
+    uint32_t id;
+    const char* name;
+    int elems;
+    int bytes;
+  };
   // Values of ggml.c type_traits[] (blck_size, type_size, type_name).
-  const Want want[] = {{0, "f32", 1, 4},       {1, "f16", 1, 2},      {2, "q4_0", 32, 18},   {3, "q4_1", 32, 20},
-                       {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},   {8, "q8_0", 32, 34},   {9, "q8_1", 32, 36},
-                       {10, "q2_K", 256, 84},  {11, "q3_K", 256, 110}, {12, "q4_K", 256, 144}, {13, "q5_K", 256, 176},
+  const Want want[] = {{0, "f32", 1, 4},       {1, "f16", 1, 2},       {2, "q4_0", 32, 18},
+                       {3, "q4_1", 32, 20},    {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},
+                       {8, "q8_0", 32, 34},    {9, "q8_1", 32, 36},    {10, "q2_K", 256, 84},
+                       {11, "q3_K", 256, 110}, {12, "q4_K", 256, 144}, {13, "q5_K", 256, 176},
                        {14, "q6_K", 256, 210}, {15, "q8_K", 256, 292}, {30, "bf16", 1, 2}};
   for (const Want& w : want) {
     const TypeTraits* t = type_traits(w.id);
@@ -29,7 +35,8 @@ TEST(GgmlTypes, TraitsMatchGgml) {
 }
 
 TEST(GgmlTypes, UnknownIds) {
-  for (uint32_t id : {4u, 5u, 16u, 29u, 31u, 39u, 1000u, 0xffffffffu}) EXPECT_EQ(type_traits(id), nullptr) << id;
+  for (uint32_t id : {4u, 5u, 16u, 29u, 31u, 39u, 1000u, 0xffffffffu})
+    EXPECT_EQ(type_traits(id), nullptr) << id;
 }
 
 TEST(GgmlTypes, RowBytes) {
