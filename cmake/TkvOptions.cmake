@@ -1,6 +1,7 @@
 # Compiler flags and small helpers shared by every target.
 # tkv_library(NAME SOURCES ... DEPS ...) makes one layer target;
 # tkv_test(NAME SOURCES ... DEPS ... LABELS ...) one ctest entry.
+include(${CMAKE_CURRENT_LIST_DIR}/TkvLayers.cmake)
 add_library(tkv_flags INTERFACE)
 target_compile_options(tkv_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter>
@@ -16,17 +17,19 @@ if(TKV_CUDA)
   target_compile_definitions(tkv_flags INTERFACE TKV_WITH_CUDA=1)
 endif()
 
+# The layer is the folder that calls tkv_library (src/<layer>); its include
+# paths come from tkv_layer_includes (TkvLayers.cmake).
 function(tkv_library name)
   cmake_parse_arguments(A "INTERFACE" "" "SOURCES;DEPS" ${ARGN})
+  get_filename_component(layer ${CMAKE_CURRENT_SOURCE_DIR} NAME)
   if(A_INTERFACE OR NOT A_SOURCES)
     add_library(${name} INTERFACE)
-    target_include_directories(${name} INTERFACE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
     target_link_libraries(${name} INTERFACE tkv_flags ${A_DEPS})
   else()
     add_library(${name} STATIC ${A_SOURCES})
-    target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
     target_link_libraries(${name} PUBLIC tkv_flags ${A_DEPS})
   endif()
+  tkv_layer_includes(${name} ${layer})
 endfunction()
 
 function(tkv_test name)
