@@ -1,6 +1,6 @@
 // libFuzzer target: any byte string given to GgufFile::parse must yield a
 // parsed file or a "[gguf] ..." Status, never a crash, hang or OOB read
-// (ASan + UBSan instrument the reader). Seeds: tests/fuzz/corpus (make_seeds.py).
+// (ASan + UBSan instrument the reader). Seeds: tests/fuzz/corpus/gguf_fuzz (make_seeds.py).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

@@ -8,7 +8,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf import GGUFWriter
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "gguf_fuzz")
 
 
 def write(name, fill, alignment=None):

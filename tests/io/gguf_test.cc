@@ -297,7 +297,8 @@ TEST(Gguf, OpenMissingFile) {
 // Seeds of the fuzz corpus were written by gguf-py's GGUFWriter (tests/fuzz/make_seeds.py):
 // an independent writer, so parsing them cross-checks the reader.
 TEST(Gguf, ParsesGgufPyWrittenSeeds) {
-  const std::filesystem::path dir = std::filesystem::path(TKV_SOURCE_DIR) / "tests/fuzz/corpus";
+  const std::filesystem::path dir =
+      std::filesystem::path(TKV_SOURCE_DIR) / "tests/fuzz/corpus/gguf_fuzz";
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     auto r = GgufFile::open(e.path().string());

@@ -155,8 +155,15 @@ inline VF vfwht_in_register(VF x) {
 #include "kernels/kvcodec/kvcodec_simd.inc"
 }  // namespace avx2
 
+// clang ignores #pragma GCC target; its equivalent is a target attribute on
+// every function of the block (the clang ASan/UBSan and fuzz builds).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#endif
 namespace avx512 {
 constexpr int W = 16;
 using VF = __m512;
@@ -277,7 +284,11 @@ inline VF vfwht_in_register(VF x) {
 }
 #include "kernels/kvcodec/kvcodec_simd.inc"
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
