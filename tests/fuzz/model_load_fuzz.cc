@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t nv = model.config().n_vocab;
   const int32_t tokens[2] = {0, static_cast<int32_t>(nv > 1 ? 1 : 0)};
   std::vector<float> logits(static_cast<size_t>(nv));
-  tkv::ThreadPool pool(1);
+  static tkv::ThreadPool pool(1);
   tkv::Status s = model.forward(*cache.value(), 0, tokens, 2, false, logits.data(), pool);
   if (!s.ok()) must_name_component(s);
   return 0;
