@@ -58,7 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int32_t tokens[2] = {0, static_cast<int32_t>(nv > 1 ? 1 : 0)};
   std::vector<float> logits(static_cast<size_t>(nv));
   static tkv::ThreadPool pool(1);
-  tkv::Status s = model.forward(*cache.value(), 0, tokens, 2, false, logits.data(), pool);
+  auto seq = cache.value()->create_seq();
+  if (!seq.ok()) return must_name_component(seq.status()), 0;
+  tkv::Status s = model.forward(*cache.value(), seq.value(), tokens, 2, false, logits.data(), pool);
   if (!s.ok()) must_name_component(s);
   return 0;
 }

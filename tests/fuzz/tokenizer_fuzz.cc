@@ -71,9 +71,18 @@ std::vector<uint8_t> spm_vocab() {
     std::snprintf(hex, sizeof hex, "<0x%02X>", b);
     tokens.push_back(hex), types.push_back(6), scores.push_back(0);
   }
-  const char* pieces[] = {
-      "\xe2\x96\x81",  "a", "b", "e", "h", "t", "\xe2\x96\x81t", "he", "\xe2\x96\x81the",
-      "\xe2\x96\x81a", "ab"};
+  const char* pieces[] = {"\xe2\x96\x81",
+                          "a",
+                          "b",
+                          "e",
+                          "h",
+                          "t",
+                          "\xe2\x96\x81t",
+                          "he",
+                          "\xe2\x96\x81the",
+                          "\xe2\x96\x81"
+                          "a",
+                          "ab"};
   float score = -1;
   for (const char* p : pieces) tokens.push_back(p), types.push_back(1), scores.push_back(score--);
   GgufBuilder g;
