@@ -98,8 +98,8 @@ Result<std::unique_ptr<BaseLogitsReader>> BaseLogitsReader::open_stream(std::FIL
   const int64_t total = std::ftell(f);
   const int64_t payload = total - static_cast<int64_t>(hs);
   if (h.n_positions > payload / kMinRecord)
-    return data_loss("[eval] {}: truncated ({} positions need at least {} bytes, {} present)", name,
-                     h.n_positions, h.n_positions * kMinRecord, payload);
+    return data_loss("[eval] {}: truncated ({} positions in the header, room for at most {})", name,
+                     h.n_positions, payload / kMinRecord);
   std::fseek(f, static_cast<long>(hs), SEEK_SET);
   TKV_RETURN_IF_ERROR(check_payload_hash(f, name, h.payload_hash));
   r->n_vocab_ = n_vocab;
