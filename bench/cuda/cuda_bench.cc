@@ -250,8 +250,9 @@ nlohmann::json bench_encode(const Scheme& sc) {
 int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
   bool quick = false, encode = true, general = false, no_copy = false;
-  double prealloc_gib =
-      0;  // --prealloc G: allocate, write and free G GiB first (run 26's sweep-order check)
+  // --prealloc G: allocate, write and free G GiB first (tests whether an earlier large
+  // allocation slows later schemes: docs/bench/cuda.md, "Sweep order").
+  double prealloc_gib = 0;
   std::string only_scheme;
   int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
   for (int i = 1; i < argc; ++i) {

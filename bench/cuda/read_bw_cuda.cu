@@ -1,4 +1,4 @@
-// tkv_read_bw: how fast can an H200 read DRAM, by access pattern? (docs/bench/cuda.md run 17)
+// tkv_read_bw: how fast can an H200 read DRAM, by access pattern? (docs/bench/cuda.md)
 // The decode kernel's loop streams at ~4.33 TB/s when it only loads, while PyTorch SDPA
 // reads dense bf16 K/V at up to 4.7 TB/s. This times pure-load kernels, each call after
 // a 256 MB read flush (as tkv_cuda_bench), median of 20, and prints one line per case:

@@ -17,7 +17,7 @@ namespace tkv::bench {
 // a decode step after the other layers) and keeps the GPU busy while the host enqueues
 // the call, so the host's launch latency is hidden: the figure is GPU time. flush =
 // false: the GPU idles before each call, and the interval includes the host's launch
-// latency (the method up to run 13).
+// latency (reported as the "idle-GPU" figure; it favours the engine with the faster launch).
 template <typename F>
 double median_us(F&& fn, int iters, bool flush = true, int warm = 3) {
   static uint8_t* scratch = nullptr;

@@ -7,7 +7,7 @@ import json, os
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-g = json.load(open(os.path.join(ROOT, "..", "shared", "goldens", "turboquant_tables.json")))
+g = json.load(open(os.path.join(ROOT, "tests", "data", "goldens", "turboquant_tables.json")))
 x = np.random.default_rng(0).standard_normal((200000, 32)).astype(np.float32)
 for b in (3, 4):
     c = np.array(g[f"centroids_{b}"], dtype=np.float32)

@@ -1,31 +1,82 @@
-// Base-logits file reader and writer (format in base_logits.h). The header records
-// n_positions so a truncated file is detected; ids are range-checked on read.
+// Base-logits writer, content hashes and the header layout shared with the
+// reader (format in base_logits.h).
 #include "eval/base_logits.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <vector>
 
-#include <nlohmann/json.hpp>
+#include "eval/base_logits_format.h"
 
 namespace tkv::eval {
-namespace {
-constexpr char kMagic[8] = {'T', 'K', 'V', 'B', 'A', 'S', 'E', '1'};
 
-template <typename T>
-bool put(std::FILE* f, const T& v) {
-  return std::fwrite(&v, sizeof(T), 1, f) == 1;
+Result<uint64_t> hash_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return make_error(StatusCode::kNotFound, "[eval] cannot read {} to hash it", path);
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  std::vector<char> buf(1 << 20);
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+    XXH3_64bits_update(st, buf.data(), got);
+  const bool err = std::ferror(f) != 0;
+  std::fclose(f);
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  if (err) return data_loss("[eval] read error while hashing {}", path);
+  return h;
 }
-template <typename T>
-bool get(std::FILE* f, T* v) {
-  return std::fread(v, sizeof(T), 1, f) == 1;
+
+uint64_t hash_bytes(const std::string& bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
 }
-}  // namespace
+
+namespace base_format {
+
+std::string encode_header(const Header& h) {
+  std::string out(kMagic, sizeof(kMagic));
+  append_pod(&out, kVersion);
+  append_pod(&out, static_cast<uint32_t>(h.key.size()));
+  out += h.key;
+  append_pod(&out, h.n_vocab);
+  append_pod(&out, h.k_min);
+  append_pod(&out, h.k_max);
+  append_pod(&out, uint32_t{0});
+  append_pod(&out, h.mass);
+  append_pod(&out, h.n_positions);
+  append_pod(&out, h.payload_hash);
+  append_pod(&out, static_cast<uint64_t>(XXH3_64bits(out.data(), out.size())));
+  return out;
+}
+
+}  // namespace base_format
+
+bool reseal_base_logits(std::string* bytes) {
+  using namespace base_format;
+  if (bytes->size() < kFixedPrefix) return false;
+  uint32_t key_len = 0;
+  std::memcpy(&key_len, bytes->data() + 12, 4);
+  if (key_len > kMaxKey || bytes->size() < header_size(key_len)) return false;
+  const size_t hs = header_size(key_len);
+  const uint64_t ph = XXH3_64bits(bytes->data() + hs, bytes->size() - hs);
+  std::memcpy(bytes->data() + hs - 16, &ph, 8);
+  const uint64_t hh = XXH3_64bits(bytes->data(), hs - 8);
+  std::memcpy(bytes->data() + hs - 8, &hh, 8);
+  return true;
+}
 
 Result<std::unique_ptr<BaseLogitsWriter>> BaseLogitsWriter::create(const std::string& path,
                                                                    const std::string& key,
                                                                    int n_vocab,
                                                                    const TruncationParams& tp) {
+  if (key.size() > base_format::kMaxKey)
+    return invalid_argument("[eval] base key is {} bytes (at most {})", key.size(),
+                            base_format::kMaxKey);
   std::unique_ptr<BaseLogitsWriter> w(new BaseLogitsWriter());
   w->path_ = path;
   w->key_ = key;
@@ -34,105 +85,79 @@ Result<std::unique_ptr<BaseLogitsWriter>> BaseLogitsWriter::create(const std::st
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  // Records go to a body file; finish() writes header (with the final count) + body.
-  w->f_ = std::fopen((path + ".body.tmp").c_str(), "wb");
-  if (!w->f_) return invalid_argument("[eval] cannot write base logits {}.body.tmp", path);
+  // Same folder as the destination, so that rename() is atomic.
+  std::string tmpl = path + ".tmp.XXXXXX";
+  const int fd = mkstemp(tmpl.data());
+  if (fd < 0)
+    return invalid_argument("[eval] cannot create a temporary file next to {}: {}", path,
+                            std::strerror(errno));
+  w->tmp_ = tmpl;
+  w->f_ = fdopen(fd, "wb");
+  if (!w->f_) {
+    ::close(fd);
+    return invalid_argument("[eval] cannot open {}", tmpl);
+  }
+  // Placeholder header of the final size; finish() rewrites it with the count and hashes.
+  const std::string h =
+      base_format::encode_header({key, n_vocab, tp.k_min, tp.k_max, tp.mass, 0, 0});
+  if (std::fwrite(h.data(), 1, h.size(), w->f_) != h.size())
+    return data_loss("[eval] short write to {}", tmpl);
+  auto* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  w->hash_ = st;
   return w;
 }
 
 BaseLogitsWriter::~BaseLogitsWriter() {
   if (f_) std::fclose(f_);
+  if (!tmp_.empty()) std::remove(tmp_.c_str());  // unfinished: leave nothing behind
+  if (hash_) XXH3_freeState(static_cast<XXH3_state_t*>(hash_));
 }
 
 Status BaseLogitsWriter::append(const TruncatedDist& d) {
+  std::string rec;
   const uint32_t k = static_cast<uint32_t>(d.ids.size());
-  bool ok = put(f_, d.target) && put(f_, d.argmax) && put(f_, d.target_logp) &&
-            put(f_, d.tail_mass) && put(f_, k);
-  ok = ok && std::fwrite(d.ids.data(), sizeof(int32_t), k, f_) == k;
-  ok = ok && std::fwrite(d.logp.data(), sizeof(float), k, f_) == k;
-  if (!ok) return data_loss("[eval] short write to base logits {}", path_);
+  base_format::append_pod(&rec, d.target);
+  base_format::append_pod(&rec, d.argmax);
+  base_format::append_pod(&rec, d.target_logp);
+  base_format::append_pod(&rec, d.tail_mass);
+  base_format::append_pod(&rec, k);
+  rec.append(reinterpret_cast<const char*>(d.ids.data()), k * sizeof(int32_t));
+  rec.append(reinterpret_cast<const char*>(d.logp.data()), k * sizeof(float));
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(hash_), rec.data(), rec.size());
+  if (std::fwrite(rec.data(), 1, rec.size(), f_) != rec.size())
+    return data_loss("[eval] short write to base logits {}", tmp_);
   ++n_;
   return Status();
 }
 
+namespace {
+Status sync_dir(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return data_loss("[eval] cannot open folder {} to sync it", dir);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return data_loss("[eval] fsync of folder {} failed: {}", dir, std::strerror(errno));
+  return Status();
+}
+}  // namespace
+
 Status BaseLogitsWriter::finish() {
-  if (std::fclose(f_) != 0) return data_loss("[eval] cannot close {}", path_);
+  const uint64_t ph = XXH3_64bits_digest(static_cast<XXH3_state_t*>(hash_));
+  const std::string h =
+      base_format::encode_header({key_, n_vocab_, tp_.k_min, tp_.k_max, tp_.mass, n_, ph});
+  bool ok = std::fflush(f_) == 0 && std::fseek(f_, 0, SEEK_SET) == 0 &&
+            std::fwrite(h.data(), 1, h.size(), f_) == h.size() && std::fflush(f_) == 0;
+  ok = ok && ::fsync(fileno(f_)) == 0;
+  ok = std::fclose(f_) == 0 && ok;
   f_ = nullptr;
-  nlohmann::json h = {
-      {"key", key_},
-      {"n_vocab", n_vocab_},
-      {"n_positions", n_},
-      {"truncation", {{"mass", tp_.mass}, {"k_min", tp_.k_min}, {"k_max", tp_.k_max}}}};
-  const std::string hs = h.dump();
-  const std::string tmp = path_ + ".tmp", body = path_ + ".body.tmp";
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
-  std::FILE* in = std::fopen(body.c_str(), "rb");
-  if (!out || !in) return data_loss("[eval] cannot assemble base logits {}", path_);
-  bool ok = std::fwrite(kMagic, 1, 8, out) == 8 && put(out, static_cast<uint32_t>(hs.size())) &&
-            std::fwrite(hs.data(), 1, hs.size(), out) == hs.size();
-  std::vector<char> buf(1 << 20);
-  size_t got;
-  while (ok && (got = std::fread(buf.data(), 1, buf.size(), in)) > 0)
-    ok = std::fwrite(buf.data(), 1, got, out) == got;
-  std::fclose(in);
-  ok = std::fclose(out) == 0 && ok;
-  if (!ok) return data_loss("[eval] short write to base logits {}", tmp);
-  std::error_code ec;
-  std::filesystem::remove(body, ec);
-  std::filesystem::rename(tmp, path_, ec);
-  if (ec) return data_loss("[eval] cannot rename {} to {}: {}", tmp, path_, ec.message());
-  return Status();
-}
-
-Result<std::unique_ptr<BaseLogitsReader>> BaseLogitsReader::open(const std::string& path,
-                                                                 const std::string& key,
-                                                                 int n_vocab) {
-  std::unique_ptr<BaseLogitsReader> r(new BaseLogitsReader());
-  r->f_ = std::fopen(path.c_str(), "rb");
-  if (!r->f_) return make_error(StatusCode::kNotFound, "[eval] no base logits at {}", path);
-  char magic[8];
-  uint32_t hl = 0;
-  if (std::fread(magic, 1, 8, r->f_) != 8 || std::memcmp(magic, kMagic, 8) != 0 ||
-      !get(r->f_, &hl) || hl > (1u << 20))
-    return data_loss("[eval] {} is not a base-logits file", path);
-  std::string hs(hl, '\0');
-  if (std::fread(hs.data(), 1, hl, r->f_) != hl)
-    return data_loss("[eval] {}: truncated header", path);
-  nlohmann::json h = nlohmann::json::parse(hs, nullptr, false);
-  if (h.is_discarded() || !h.contains("key") || !h.contains("n_positions"))
-    return data_loss("[eval] {}: bad header", path);
-  if (h["key"].get<std::string>() != key || h["n_vocab"].get<int>() != n_vocab)
-    return invalid_argument("[eval] {} was made for another evaluation (key {})", path,
-                            h["key"].get<std::string>());
-  r->n_vocab_ = n_vocab;
-  r->n_ = h["n_positions"].get<int64_t>();
-  std::error_code ec;
-  r->bytes_ = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-  return r;
-}
-
-BaseLogitsReader::~BaseLogitsReader() {
-  if (f_) std::fclose(f_);
-}
-
-Status BaseLogitsReader::next(TruncatedDist* d) {
-  if (read_ >= n_) return data_loss("[eval] base logits: read past the {} stored positions", n_);
-  uint32_t k = 0;
-  bool ok = get(f_, &d->target) && get(f_, &d->argmax) && get(f_, &d->target_logp) &&
-            get(f_, &d->tail_mass) && get(f_, &k) && k <= static_cast<uint32_t>(n_vocab_);
-  if (ok) {
-    d->ids.resize(k);
-    d->logp.resize(k);
-    ok = std::fread(d->ids.data(), sizeof(int32_t), k, f_) == k &&
-         std::fread(d->logp.data(), sizeof(float), k, f_) == k;
-  }
-  if (!ok) return data_loss("[eval] base logits: truncated record {}", read_);
-  auto in_range = [this](int32_t t) { return t >= 0 && t < n_vocab_; };
-  bool ids_ok = in_range(d->target) && in_range(d->argmax);
-  for (int32_t id : d->ids) ids_ok = ids_ok && in_range(id);
-  if (!ids_ok) return data_loss("[eval] base logits: token id out of range in record {}", read_);
-  ++read_;
-  return Status();
+  if (!ok) return data_loss("[eval] cannot write base logits {}: {}", tmp_, std::strerror(errno));
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    return data_loss("[eval] cannot rename {} to {}: {}", tmp_, path_, std::strerror(errno));
+  tmp_.clear();
+  return sync_dir(path_);
 }
 
 }  // namespace tkv::eval

@@ -64,20 +64,37 @@ Result<std::string> read_text(const std::string& path) {
   return ss.str();
 }
 
-// Everything the base distributions depend on, so a stale file is never reused.
-std::string base_key(const EvalOptions& o, int64_t n_corpus) {
-  std::error_code ec;
-  const auto msize = std::filesystem::file_size(o.model_path, ec);
-  std::string k = fmt::format("model={}:{} corpus={}:{} protocol={}",
-                              std::filesystem::path(o.model_path).filename().string(), msize,
-                              std::filesystem::path(o.data_path).filename().string(), n_corpus,
-                              protocol_name(o.protocol));
+// Everything the base distributions depend on, so a stale file is never reused:
+// the model and corpus by content hash, then every setting.
+std::string base_key(const EvalOptions& o, uint64_t model_hash, uint64_t corpus_hash,
+                     int64_t n_corpus) {
+  std::string k = fmt::format("model=xxh3:{:016x} corpus=xxh3:{:016x}:{} protocol={}", model_hash,
+                              corpus_hash, n_corpus, protocol_name(o.protocol));
   k += fmt::format(" trunc={}/{}/{} key_center={}", o.trunc.mass, o.trunc.k_min, o.trunc.k_max,
                    o.key_center ? "on" : "off");
   if (o.protocol == Protocol::kWikitext)
     return k + fmt::format(" n_ctx={} n_chunks={}", o.n_ctx, o.n_chunks);
   return k + fmt::format(" prompts={} prefix={} steps={}", o.n_prompts, o.prefix_tokens,
                          o.decode_steps);
+}
+
+// True when a valid base for `key` with n_pos positions exists. A file that is there
+// but unusable (corrupt, another key) is reported and then recomputed, never trusted.
+bool usable_base(const EvalOptions& o, const std::string& key, int nv, int64_t n_pos) {
+  auto existing = BaseLogitsReader::open(o.base_path, key, nv);
+  if (!existing.ok()) {
+    if (existing.status().code() != StatusCode::kNotFound)
+      std::fprintf(stderr, "warning: %s; recomputing it\n", existing.status().message().c_str());
+    return false;
+  }
+  if (existing.value()->n_positions() != n_pos) {
+    std::fprintf(stderr,
+                 "warning: [eval] %s holds %lld positions, this evaluation %lld; recomputing it\n",
+                 o.base_path.c_str(), static_cast<long long>(existing.value()->n_positions()),
+                 static_cast<long long>(n_pos));
+    return false;
+  }
+  return true;
 }
 
 void fill_bits(runtime::Engine& eng, const std::string& scheme, SchemeResult* r) {
@@ -182,13 +199,10 @@ Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factor
   rep.head_dim = base_eng->model().config().head_dim;
   rep.n_tokens_corpus = static_cast<int64_t>(corpus.size());
   TKV_ASSIGN_OR_RETURN(const int64_t n_pos, planned_positions(opts, rep.n_tokens_corpus));
-  const std::string key = base_key(opts, rep.n_tokens_corpus);
+  TKV_ASSIGN_OR_RETURN(const uint64_t model_hash, hash_file(opts.model_path));
+  const std::string key = base_key(opts, model_hash, hash_bytes(text), rep.n_tokens_corpus);
   const int nv = base_eng->model().config().n_vocab;
-  bool need_base = true;
-  {
-    auto existing = BaseLogitsReader::open(opts.base_path, key, nv);
-    need_base = !existing.ok() || existing.value()->n_positions() != n_pos;
-  }
+  const bool need_base = !usable_base(opts, key, nv, n_pos);
   Progress prog(opts.progress, static_cast<int>(opts.schemes.size()) + (need_base ? 1 : 0),
                 planned_work(opts));
   int run = 0;

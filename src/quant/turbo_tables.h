@@ -1,5 +1,5 @@
 // TurboQuant constant tables (generated into turbo_tables.cc by
-// scripts/gen-turbo-tables.py from shared/goldens/turboquant_tables.json).
+// scripts/gen-turbo-tables.py from tests/data/goldens/turboquant_tables.json).
 // Signs are +-1.0f (sign01 bit 0 -> +1), one independent draw per head_dim;
 // boundaries are the fp32 midpoints 0.5f*(c[i]+c[i+1]) used by Metal tq_encode.
 #pragma once

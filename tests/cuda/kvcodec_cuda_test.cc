@@ -2,7 +2,7 @@
 // equals the CPU reference kvcodec_encode_ref, for every turbo width, head_dim
 // and bf16, on random data with edge rows (constant groups, NaN/Inf, -0, tiny,
 // wide range), through a shuffled slot mapping with skipped (-1) tokens; rows no
-// token maps to keep their poison. Also the shared/goldens vectors, field by field.
+// token maps to keep their poison. Also the tests/data/goldens vectors, field by field.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -198,10 +198,10 @@ TEST(KvcodecCuda, EncodePageSizes) {
 // The goldens (independent implementation of the spec) through the GPU encoder.
 TEST(KvcodecCuda, EncodeMatchesGoldens) {
   TKV_SKIP_WITHOUT_GPU();
-  // $TKV_SHARED_DIR overrides the configured path (the GPU machine gets a copy).
-  const char* env = std::getenv("TKV_SHARED_DIR");
+  // $TKV_GOLDENS_DIR overrides the source tree's copy (a GPU machine may get the binary alone).
+  const char* env = std::getenv("TKV_GOLDENS_DIR");
   const std::string path =
-      std::string(env ? env : TKV_SHARED_DIR) + "/goldens/turboquant_vectors.json";
+      std::string(env ? env : TKV_SOURCE_DIR "/tests/data/goldens") + "/turboquant_vectors.json";
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << "missing " << path;
   const nlohmann::json j = nlohmann::json::parse(in);

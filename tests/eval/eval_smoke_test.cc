@@ -39,7 +39,7 @@ const SchemeResult* find(const EvalReport& r, const std::string& scheme) {
 }
 
 TEST(EvalSmoke, ServingKlOnSmolLm2) {
-  const std::string data = std::string(TKV_SHARED_DIR) + "/data/wikitext-2-raw-test.txt";
+  const std::string data = std::string(TKV_SOURCE_DIR) + "/data/wikitext-2-raw-test.txt";
   if (!std::filesystem::exists(model_path()))
     GTEST_SKIP() << "SmolLM2 not found at " << model_path();
   if (!std::filesystem::exists(data)) GTEST_SKIP() << "corpus not found at " << data;

@@ -67,7 +67,7 @@ std::pair<double, double> compare(const std::vector<float>& p, const std::vector
 TEST(KeyCentering, ExactForAttentionAndRescuesFourBitKeysOnQwen) {
   if (!testing::have(testing::qwen15_path()))
     GTEST_SKIP() << "Qwen2.5-1.5B not fetched (scripts/fetch-models qwen2.5-1.5b)";
-  std::ifstream f(std::string(TKV_SHARED_DIR) + "/data/wikitext-2-raw-test.txt");
+  std::ifstream f(std::string(TKV_SOURCE_DIR) + "/data/wikitext-2-raw-test.txt");
   if (!f) GTEST_SKIP() << "corpus missing";
   std::stringstream ss;
   ss << f.rdbuf();

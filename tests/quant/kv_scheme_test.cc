@@ -14,7 +14,7 @@ namespace tkv::quant {
 namespace {
 
 TEST(KvScheme, BytesPerTokenMatchGoldenGrid) {
-  std::ifstream f(std::string(TKV_SHARED_DIR) + "/goldens/turboquant_tables.json");
+  std::ifstream f(std::string(TKV_SOURCE_DIR) + "/tests/data/goldens/turboquant_tables.json");
   ASSERT_TRUE(f.good());
   const nlohmann::json grid = nlohmann::json::parse(f)["bytes_per_token_per_head"];
   int n = 0;

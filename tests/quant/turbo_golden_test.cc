@@ -1,5 +1,5 @@
 // Bit-exactness of the TurboQuant codec (src/quant/turbo_*.h) against every golden
-// in shared/goldens/turboquant_tables.json ("golden") and turboquant_vectors.json:
+// in tests/data/goldens/turboquant_tables.json ("golden") and turboquant_vectors.json:
 // indices, fp16 scales/zeros, packed bytes, dequantized K, decoded V, forward FWHT,
 // sign tables and boundaries. Every comparison is exact (bits), no tolerance.
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 json load(const char* name) {
-  std::ifstream f(std::string(TKV_SHARED_DIR) + "/goldens/" + name);
+  std::ifstream f(std::string(TKV_SOURCE_DIR) + "/tests/data/goldens/" + name);
   EXPECT_TRUE(f.good()) << "missing golden " << name;
   return json::parse(f);
 }

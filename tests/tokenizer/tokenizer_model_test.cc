@@ -120,8 +120,8 @@ TEST_P(ModelTest, WikitextMatchesLlamaCpp) {
   std::vector<int32_t> want(bin.size() / 4);
   std::memcpy(want.data(), bin.data(), want.size() * 4);
   ASSERT_EQ(want.size(), meta.at("wiki_n_tokens").get<size_t>());
-  std::string text = read_file(std::string(TKV_SHARED_DIR) + "/data/wikitext-2-raw-test.txt");
-  ASSERT_FALSE(text.empty()) << "wikitext missing under " << TKV_SHARED_DIR;
+  std::string text = read_file(std::string(TKV_SOURCE_DIR) + "/data/wikitext-2-raw-test.txt");
+  ASSERT_FALSE(text.empty()) << "wikitext missing under " << TKV_SOURCE_DIR << "/data";
   text.resize(std::min(text.size(), meta.at("wiki_text_bytes").get<size_t>()));
   const auto t0 = std::chrono::steady_clock::now();
   const auto got = tok_->encode(text, tok_->add_bos(), false);

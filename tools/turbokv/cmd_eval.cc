@@ -1,13 +1,16 @@
 // turbokv eval: quality of KV schemes against bf16 KV (docs/eval/README.md).
 // --protocol serving-kl | wikitext | needle; --schemes runs a list sequentially,
 // writing a table to stdout and the curve.json rows (or needle.json) to --out.
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "eval/eval.h"
 #include "eval/needle.h"
+#include "quant/kv_scheme.h"
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
@@ -17,7 +20,7 @@ struct EvalArgs {
   std::string protocol = "serving-kl";
   std::string schemes =
       "bf16,8,turbo:k8v8,turbo:k8v4,turbo:k8v3,turbo:k8v2,4,turbo:k4v3,turbo:k4v2";
-  std::string data = "../shared/data/wikitext-2-raw-test.txt";
+  std::string data;  // "": default_corpus()
   std::string base;
   std::string out;
   std::string label;
@@ -36,6 +39,87 @@ std::vector<std::string> split(const std::string& s) {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) v.push_back(item);
   return v;
+}
+
+constexpr const char* kProtocols[] = {"serving-kl", "wikitext", "needle"};
+constexpr const char* kCorpusFile = "wikitext-2-raw-test.txt";
+
+// The data folder: $TKV_DATA_DIR, else share/turbokv/data beside an installed
+// binary (<prefix>/bin/turbokv), else the source tree's data/ compiled in — never
+// the current directory.
+std::string data_dir() {
+  if (const char* env = std::getenv("TKV_DATA_DIR"); env && *env) return env;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / TKV_INSTALL_DATA_REL;
+    if (std::filesystem::exists(installed / kCorpusFile, ec)) return installed.string();
+  }
+  return TKV_DATA_DIR;
+}
+
+// $XDG_CACHE_HOME/turbokv/eval, else ~/.cache/turbokv/eval.
+Result<std::string> eval_cache_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/')
+    return std::string(x) + "/turbokv/eval";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/turbokv/eval";
+  return invalid_argument("[eval] neither XDG_CACHE_HOME nor HOME is set; pass --base FILE");
+}
+
+// Every scheme must parse before any model is loaded (head_dim 128 is valid for all).
+Status check_schemes(const std::vector<std::string>& schemes) {
+  if (schemes.empty()) return invalid_argument("[eval] --schemes is empty");
+  for (const auto& s : schemes)
+    if (auto r = quant::parse_kv_scheme(s, 128); !r.ok())
+      return invalid_argument("[eval] --schemes: {}", r.status().message());
+  return Status();
+}
+
+Status check_protocol(const std::string& p) {
+  for (const char* k : kProtocols)
+    if (p == k) return Status();
+  return invalid_argument("[eval] unknown protocol '{}' (valid: serving-kl, wikitext, needle)", p);
+}
+
+template <typename T>
+Result<std::vector<T>> parse_list(const std::string& flag, const std::string& text, T lo, T hi) {
+  std::vector<T> out;
+  for (const auto& item : split(text)) {
+    T v{};
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size() || v < lo || v > hi)
+      return invalid_argument("[eval] {}: '{}' is not a number in [{}, {}]", flag, item, lo, hi);
+    out.push_back(v);
+  }
+  if (out.empty()) return invalid_argument("[eval] {} is empty", flag);
+  return out;
+}
+
+// Flags the chosen protocol does not read: a warning each, so a typo'd run is noticed.
+void warn_ignored(CLI::App& sub, const std::string& protocol) {
+  struct Use {
+    const char* flag;
+    const char* protocols;
+  };
+  static const Use kUses[] = {{"--n-ctx", "wikitext"},
+                              {"--chunks", "wikitext"},
+                              {"--prompts", "serving-kl"},
+                              {"--prefix", "serving-kl"},
+                              {"--steps", "serving-kl"},
+                              {"--lengths", "needle"},
+                              {"--depths", "needle"},
+                              {"--trials", "needle"},
+                              {"--data", "serving-kl wikitext"},
+                              {"--base", "serving-kl wikitext"},
+                              {"--base-topk", "serving-kl wikitext"},
+                              {"--base-mass", "serving-kl wikitext"}};
+  for (const Use& u : kUses) {
+    const CLI::Option* opt = sub.get_option_no_throw(u.flag);
+    if (opt && opt->count() > 0 && std::string(u.protocols).find(protocol) == std::string::npos)
+      std::fprintf(stderr, "warning: [eval] %s has no effect with --protocol %s (only %s)\n",
+                   u.flag, protocol.c_str(), u.protocols);
+  }
 }
 
 eval::EngineFactory factory_for(const CommonOptions& common) {
@@ -62,10 +146,15 @@ int write_json(const std::string& path, const nlohmann::json& j) {
 int run_needle_cmd(EvalArgs& a, const std::string& model_path) {
   eval::NeedleOptions no;
   no.schemes = split(a.schemes);
-  no.lengths.clear();
-  for (const auto& s : split(a.lengths)) no.lengths.push_back(std::stoll(s));
-  no.depths.clear();
-  for (const auto& s : split(a.depths)) no.depths.push_back(std::stod(s));
+  auto lengths = parse_list<int64_t>("--lengths", a.lengths, 16, int64_t{1} << 24);
+  auto depths = parse_list<double>("--depths", a.depths, 0.0, 1.0);
+  if (!lengths.ok() || !depths.ok()) {
+    const Status& st = lengths.ok() ? depths.status() : lengths.status();
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 1;
+  }
+  no.lengths = lengths.value();
+  no.depths = depths.value();
   no.trials = a.trials;
   no.model_label = a.label.empty() ? std::filesystem::path(model_path).stem().string() : a.label;
   no.progress = !a.no_progress;
@@ -83,7 +172,14 @@ int run_needle_cmd(EvalArgs& a, const std::string& model_path) {
   return write_json(a.out, j);
 }
 
-int run_eval_cmd(EvalArgs& a) {
+int run_eval_cmd(EvalArgs& a, CLI::App& sub) {
+  Status st = check_protocol(a.protocol);
+  if (st.ok()) st = check_schemes(split(a.schemes));
+  if (!st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 1;
+  }
+  warn_ignored(sub, a.protocol);
   const std::string model_path =
       a.common.model.empty() ? runtime::default_model_path() : a.common.model;
   if (a.protocol == "needle") return run_needle_cmd(a, model_path);
@@ -95,7 +191,7 @@ int run_eval_cmd(EvalArgs& a) {
   eval::EvalOptions o = a.eo;
   o.protocol = proto.value();
   o.schemes = split(a.schemes);
-  o.data_path = a.data;
+  o.data_path = a.data.empty() ? data_dir() + "/" + kCorpusFile : a.data;
   o.model_path = model_path;
   o.model_label = a.label.empty() ? std::filesystem::path(model_path).stem().string() : a.label;
   o.swa_mode = a.common.kv_quant_swa;
@@ -108,12 +204,17 @@ int run_eval_cmd(EvalArgs& a) {
   o.progress = !a.no_progress;
   if (o.protocol == eval::Protocol::kWikitext)
     a.common.ctx = std::max<int64_t>(a.common.ctx, o.n_ctx);
-  o.base_path =
-      !a.base.empty()
-          ? a.base
-          : fmt::format("eval-cache/{}.{}{}.tkvbase",
-                        std::filesystem::path(model_path).stem().string(), a.protocol,
-                        o.protocol == eval::Protocol::kWikitext ? fmt::format("-{}", o.n_ctx) : "");
+  o.base_path = a.base;
+  if (o.base_path.empty()) {
+    auto dir = eval_cache_dir();
+    if (!dir.ok()) {
+      std::fprintf(stderr, "error: %s\n", dir.status().message().c_str());
+      return 1;
+    }
+    o.base_path = fmt::format(
+        "{}/{}.{}{}.tkvbase", dir.value(), std::filesystem::path(model_path).stem().string(),
+        a.protocol, o.protocol == eval::Protocol::kWikitext ? fmt::format("-{}", o.n_ctx) : "");
+  }
   auto r = eval::run_eval(o, factory_for(a.common));
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
@@ -132,9 +233,12 @@ RunFn add_eval(CLI::App& app) {
   sub->add_option("--protocol", a->protocol,
                   "serving-kl (reference, system.md 6) | wikitext (llama.cpp perplexity) | needle");
   sub->add_option("--schemes", a->schemes, "Comma-separated KV schemes, run in order");
-  sub->add_option("-f,--data", a->data, "Text corpus (wikitext-2-raw-test.txt)");
+  sub->add_option("-f,--data", a->data,
+                  "Text corpus (default: wikitext-2-raw-test.txt in $TKV_DATA_DIR, the installed "
+                  "share/turbokv/data, or the source tree's data/)");
   sub->add_option("--base", a->base,
-                  "bf16 base-logits file (default eval-cache/<model>.<protocol>.tkvbase)");
+                  "bf16 base-logits cache (default "
+                  "${XDG_CACHE_HOME:-~/.cache}/turbokv/eval/<model>.<protocol>.tkvbase)");
   sub->add_option("-o,--out", a->out, "Write rows as JSON here");
   sub->add_option("--label", a->label, "Model name written to the rows");
   sub->add_option("--n-ctx", a->eo.n_ctx, "wikitext: chunk length")->check(CLI::Range(8, 1 << 20));
@@ -154,7 +258,7 @@ RunFn add_eval(CLI::App& app) {
   sub->add_option("--base-mass", a->base_mass,
                   "Base file: keep tokens until this probability mass (1 = k_max)");
   sub->add_flag("--no-progress", a->no_progress, "No progress bar");
-  return [a] { return run_eval_cmd(*a); };
+  return [a, sub] { return run_eval_cmd(*a, *sub); };
 }
 
 }  // namespace tkv::cli
