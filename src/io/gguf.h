@@ -91,6 +91,7 @@ class GgufFile {
  private:
   GgufFile() = default;
   Status parse_all();
+  Status parse_all_safe();
   std::string path_;
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
