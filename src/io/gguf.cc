@@ -125,6 +125,12 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* bytes, size_t s
   return f;
 }
 
+Status GgufFile::guarded_read(void (*fn)(void*), void* arg) const {
+  if (mapping_ != nullptr) return static_cast<const MmapFile*>(mapping_)->guarded_read(fn, arg);
+  fn(arg);
+  return Status();
+}
+
 GgufFile::~GgufFile() {
   delete static_cast<MmapFile*>(mapping_);
 }

@@ -10,6 +10,19 @@
 namespace tkv::model {
 namespace {
 
+// A row copy out of the mapping, run under GgufFile::guarded_read: plain data
+// only, so a SIGBUS (file truncated) can jump back over it.
+struct DequantJob {
+  ggml::Type type;
+  const uint8_t* src;  // [row bytes] in the mapping
+  float* dst;          // [n]
+  int64_t n;
+  static void run(void* p) {
+    auto* j = static_cast<DequantJob*>(p);
+    kernels::dequantize_row(j->type, j->src, j->dst, j->n);
+  }
+};
+
 struct Binder {
   const io::GgufFile& g;
   Status st;
@@ -54,7 +67,12 @@ struct Binder {
     }
     if (!supported(*t)) return {};
     std::vector<float> out(static_cast<size_t>(n));
-    kernels::dequantize_row(t->type, t->data, out.data(), n);
+    DequantJob job{t->type, t->data, out.data(), n};
+    Status rs = g.guarded_read(&DequantJob::run, &job);
+    if (!rs.ok()) {
+      if (st.ok()) st = std::move(rs);
+      return {};
+    }
     return out;
   }
 };
