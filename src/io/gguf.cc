@@ -111,7 +111,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   f->base_ = (*mapped)->data();
   f->size_ = (*mapped)->size();
   f->mapping_ = std::move(mapped).value().release();
-  TKV_RETURN_IF_ERROR(f->parse_all());
+  TKV_RETURN_IF_ERROR(f->parse_all_safe());
   return f;
 }
 
@@ -121,8 +121,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* bytes, size_t s
   f->path_ = std::move(label);
   f->base_ = bytes;
   f->size_ = bytes == nullptr ? 0 : size;
-  TKV_RETURN_IF_ERROR(f->parse_all());
+  TKV_RETURN_IF_ERROR(f->parse_all_safe());
   return f;
+}
+
+Status GgufFile::guarded_read(void (*fn)(void*), void* arg) const {
+  if (mapping_ != nullptr) return static_cast<const MmapFile*>(mapping_)->guarded_read(fn, arg);
+  fn(arg);
+  return Status();
 }
 
 GgufFile::~GgufFile() {
@@ -216,6 +222,17 @@ Status place_tensors(const std::string& path, const uint8_t* base, size_t size, 
 }
 
 }  // namespace
+
+// std containers may throw (bad_alloc on a huge but file-backed count): the
+// exception becomes a Status here, where it enters the loading path.
+Status GgufFile::parse_all_safe() {
+  try {
+    return parse_all();
+  } catch (const std::exception& e) {
+    return make_error(StatusCode::kResourceExhausted, "[gguf] {}: parsing failed: {}", path_,
+                      e.what());
+  }
+}
 
 Status GgufFile::parse_all() {
   GgufCursor cur(base_, size_, path_);

@@ -87,10 +87,14 @@ class GgufFile {
 
   const std::string& path() const { return path_; }
   size_t file_size() const { return size_; }
+  // Runs fn(arg), which reads tensor data: a file truncated while mapped gives
+  // an error instead of SIGBUS (io/mmap_file.h). In-memory images just run fn.
+  Status guarded_read(void (*fn)(void*), void* arg) const;
 
  private:
   GgufFile() = default;
   Status parse_all();
+  Status parse_all_safe();
   std::string path_;
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;

@@ -44,7 +44,19 @@ struct CacheOptions {
   bool swa_bf16 = false;             // --kv-quant-swa bf16: sliding-window layers stay bf16
   AttnPath attn = AttnPath::kFused;  // --kv-attn fused | reference | verify
   int64_t max_chunk_tokens = 4096;   // largest n_new of one reserve (sizes sliding-window pools)
+  // --kv-budget: the most bytes the pools may take; creation fails past it.
+  // 0 = default_kv_budget(0).
+  size_t budget_bytes = 0;
 };
+
+// Largest values a cache accepts, so every size derived from them fits in int64.
+constexpr int64_t kMaxCacheTokens = int64_t{1} << 30;  // max_tokens, windows, chunks
+constexpr int kMaxCacheSeqs = 4096;
+
+// The default KV budget: half of MemAvailable (/proc/meminfo) minus
+// reserved_bytes (the model's own size), at least 64 MiB; unlimited when
+// MemAvailable cannot be read.
+size_t default_kv_budget(size_t reserved_bytes);
 
 // The one parser of the --kv-* flag values; errors list the valid forms.
 // Scheme syntax only (head_dim is checked when the cache is built for a model).

@@ -6,19 +6,23 @@
 
 #include <algorithm>
 
+#include "base/checked_math.h"
+
 #include "kernels/attention/attention_quant.h"
 
 namespace tkv::kv {
 namespace {
 
+// Operands are bounded by plan_cache_layout (kMaxCacheTokens, kMaxCacheSeqs),
+// so page counts cannot overflow; byte totals are checked in add_group.
 int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
+  return ceil_div_nonneg(a, b);
 }
 
 // Adds the stores of one layer group: an optional bf16 prefix, then the scheme.
-void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o,
-               std::vector<int> layers, int64_t window, bool is_float,
-               const quant::KvScheme& scheme) {
+Status add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o,
+                 std::vector<int> layers, int64_t window, bool is_float,
+                 const quant::KvScheme& scheme) {
   const int g = static_cast<int>(lay.groups.size());
   LayerGroup grp;
   grp.layers = std::move(layers);
@@ -57,13 +61,28 @@ void add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o,
     }
     lay.capacity_tokens = lay.stores.back().n_pages * o.page_size + (prefix ? o.quant_start : 0);
   }
+  // Pool bytes of the group's stores, as PagedCache allocates them.
+  const size_t n_layers = grp.layers.size();
+  for (int sid : grp.stores) {
+    const StoreSpec& sp = lay.stores[static_cast<size_t>(sid)];
+    const size_t srow =
+        static_cast<size_t>(kernels::kv_segment_row_bytes(sp.is_float, scheme, shape.head_dim));
+    size_t b = 0;
+    if (!checked_mul(srow * static_cast<size_t>(shape.n_kv_heads),
+                     static_cast<size_t>(o.page_size) * static_cast<size_t>(sp.n_pages), &b) ||
+        !checked_add(b, static_cast<size_t>(kernels::kKvPoolTailPad), &b) ||
+        !checked_mul(b, n_layers, &b) || !checked_add(lay.pool_bytes, b, &lay.pool_bytes))
+      return invalid_argument("[kvcache] KV pool size overflows for {} tokens", o.max_tokens);
+  }
   lay.groups.push_back(std::move(grp));
+  return Status();
 }
 
 }  // namespace
 
 Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& o) {
   if (shape.n_layers <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
+      shape.n_layers > 65536 || shape.n_kv_heads > 65536 ||
       static_cast<int>(shape.layer_window.size()) != shape.n_layers)
     return invalid_argument(
         "[kvcache] bad cache shape: {} layers, {} kv heads, head_dim {}, {} windows",
@@ -73,6 +92,17 @@ Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& 
     return invalid_argument(
         "[kvcache] bad cache options: page_size {}, max_tokens {}, max_seqs {}, quant_start {}",
         o.page_size, o.max_tokens, o.max_seqs, o.quant_start);
+  if (o.max_tokens > kMaxCacheTokens || o.max_chunk_tokens > kMaxCacheTokens ||
+      o.quant_start > kMaxCacheTokens || o.max_seqs > kMaxCacheSeqs || o.page_size > 65536)
+    return invalid_argument(
+        "[kvcache] cache options out of range: context {} (max {}), chunk {} (max {}), "
+        "quant_start {} (max {}), max_seqs {} (max {}), page_size {} (max 65536)",
+        o.max_tokens, kMaxCacheTokens, o.max_chunk_tokens, kMaxCacheTokens, o.quant_start,
+        kMaxCacheTokens, o.max_seqs, kMaxCacheSeqs, o.page_size);
+  for (int64_t w : shape.layer_window)
+    if (w < 0 || w > kMaxCacheTokens)
+      return invalid_argument("[kvcache] sliding window {} out of range [0, {}]", w,
+                              kMaxCacheTokens);
   if (shape.head_dim % 8 != 0 || shape.head_dim > 512)
     return invalid_argument(
         "[kvcache] head_dim {} unsupported (needs a multiple of 8, at most 512)", shape.head_dim);
@@ -100,9 +130,10 @@ Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& 
     (w > 0 ? local : full).push_back(l);
     window = std::max(window, w);
   }
-  if (!full.empty()) add_group(lay, shape, o, full, 0, is_float, scheme);
+  if (!full.empty()) TKV_RETURN_IF_ERROR(add_group(lay, shape, o, full, 0, is_float, scheme));
   const bool swa_bf16 = !is_float && o.swa_bf16;
-  if (!local.empty()) add_group(lay, shape, o, local, window, is_float || swa_bf16, scheme);
+  if (!local.empty())
+    TKV_RETURN_IF_ERROR(add_group(lay, shape, o, local, window, is_float || swa_bf16, scheme));
   if (full.empty()) lay.capacity_tokens = o.max_tokens;
   lay.swa_bf16_warning = swa_bf16 && !local.empty();
   lay.name = is_float ? o.scheme : quant::kv_scheme_name(scheme);

@@ -41,10 +41,16 @@ struct CacheLayout {
   KvMemoryModel memory;
   int64_t capacity_tokens = 0;
   bool swa_bf16_warning = false;
+  size_t pool_bytes = 0;  // every pool of every store, as allocated
 };
 
 // Validates shape/options (head_dim against the scheme, refusing e.g. turbo on
 // head_dim 80 with a message naming both) and plans the stores.
+// Errors (not wrap-around) when a size overflows.
 Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& opts);
+
+// Refuses a layout whose pools exceed opts.budget_bytes (or the default budget),
+// naming the context, the bytes it needs, the budget and the largest context that fits.
+Status check_kv_budget(const KvShape& shape, const CacheOptions& opts, const CacheLayout& lay);
 
 }  // namespace tkv::kv

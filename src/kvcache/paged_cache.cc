@@ -15,6 +15,7 @@
 #include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "kvcache/kv_layout.h"
+#include "kvcache/lazy_pool.h"
 #include "kvcache/page_table.h"
 #include "quant/half.h"
 #include "quant/kv_math.h"
@@ -26,7 +27,7 @@ struct Store {
   StoreSpec spec;
   int64_t row_bytes = 0, page_bytes = 0;
   std::unique_ptr<PageTable> pt;
-  std::vector<std::unique_ptr<uint8_t[]>> pools;  // per layer of the group
+  std::vector<LazyPool> pools;  // per layer of the group
   int64_t local(int64_t len) const {
     return std::clamp<int64_t>(len - spec.begin, 0, spec.end - spec.begin);
   }
@@ -35,21 +36,28 @@ struct Store {
 class PagedCache final : public KvCache {
  public:
   PagedCache(const KvShape& shape, const CacheOptions& opts, const CacheLayout& lay)
-      : shape_(shape), opts_(opts), lay_(lay), seq_len_(static_cast<size_t>(opts.max_seqs), 0) {
-    for (const StoreSpec& sp : lay.stores) {
+      : shape_(shape), opts_(opts), lay_(lay), seq_len_(static_cast<size_t>(opts.max_seqs), 0) {}
+
+  // Maps every pool; sizes were checked for overflow by plan_cache_layout.
+  Status allocate() {
+    for (const StoreSpec& sp : lay_.stores) {
       Store st;
       st.spec = sp;
-      st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape.head_dim);
-      st.page_bytes = st.row_bytes * shape.n_kv_heads * opts.page_size;
-      st.pt = std::make_unique<PageTable>(sp.n_pages, opts.page_size, opts.max_seqs);
+      st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape_.head_dim);
+      st.page_bytes = st.row_bytes * shape_.n_kv_heads * opts_.page_size;
+      st.pt = std::make_unique<PageTable>(sp.n_pages, opts_.page_size, opts_.max_seqs);
       const size_t bytes =
           static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
-      for (size_t l = 0; l < lay.groups[static_cast<size_t>(sp.group)].layers.size(); ++l) {
-        st.pools.emplace_back(new uint8_t[bytes]());
+      for (size_t l = 0; l < lay_.groups[static_cast<size_t>(sp.group)].layers.size(); ++l) {
+        st.pools.emplace_back(bytes);
+        if (!st.pools.back().ok())
+          return make_error(StatusCode::kResourceExhausted,
+                            "[kvcache] cannot map a KV pool of {} bytes", bytes);
         allocated_ += bytes;
       }
       stores_.push_back(std::move(st));
     }
+    return Status();
   }
 
   Result<int> create_seq() override {
@@ -281,7 +289,16 @@ Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape,
           "quantized)");
     });
   }
-  return std::unique_ptr<KvCache>(new PagedCache(shape, opts, lay));
+  TKV_RETURN_IF_ERROR(check_kv_budget(shape, opts, lay));
+  try {
+    std::unique_ptr<PagedCache> c(new PagedCache(shape, opts, lay));
+    TKV_RETURN_IF_ERROR(c->allocate());
+    return std::unique_ptr<KvCache>(std::move(c));
+  } catch (const std::bad_alloc&) {
+    return make_error(StatusCode::kResourceExhausted,
+                      "[kvcache] out of host memory building a cache of {} tokens",
+                      opts.max_tokens);
+  }
 }
 
 }  // namespace tkv::kv

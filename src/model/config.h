@@ -9,6 +9,15 @@
 
 namespace tkv::model {
 
+// Bounds on hyper-parameters read from a file: far above any supported model,
+// low enough that every size derived from them fits in int64 (and scratch in RAM).
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxDim = 1 << 17;      // d_model, d_ff
+constexpr int64_t kMaxHeads = 1024;       // n_heads, n_kv_heads
+constexpr int64_t kMaxHeadDim = 512;      // the KV cache's limit too
+constexpr int64_t kMaxVocab = 1 << 22;    // n_vocab
+constexpr int64_t kMaxContext = 1 << 24;  // n_ctx_train and sliding windows
+
 enum class FfnAct { kSilu, kGeluTanh };
 
 struct ModelConfig {
@@ -35,6 +44,7 @@ struct ModelConfig {
   float embed_scale = 1.0f;  // Gemma: sqrt(d_model)
   float attn_scale = 0.0f;   // 0 = 1/sqrt(head_dim)
   float final_logit_softcap = 0.0f;
+  bool q_dim_is_d_model = true;  // n_heads * head_dim == d_model (false: Gemma 3)
 };
 
 }  // namespace tkv::model

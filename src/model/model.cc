@@ -4,16 +4,40 @@
 #include <fmt/ranges.h>
 
 #include "base/log.h"
+#include "model/config_check.h"
 #include "model/registry.h"
 
 namespace tkv::model {
 namespace {
 
+// A row copy out of the mapping, run under GgufFile::guarded_read: plain data
+// only, so a SIGBUS (file truncated) can jump back over it.
+struct DequantJob {
+  ggml::Type type;
+  const uint8_t* src;  // [row bytes] in the mapping
+  float* dst;          // [n]
+  int64_t n;
+  static void run(void* p) {
+    auto* j = static_cast<DequantJob*>(p);
+    kernels::dequantize_row(j->type, j->src, j->dst, j->n);
+  }
+};
+
 struct Binder {
   const io::GgufFile& g;
   Status st;
 
+  // A known type we cannot dequantize (e.g. q8_1) must stop here, not reach
+  // the TKV_CHECK inside dequantize_row.
+  bool supported(const io::GgufTensorInfo& t) {
+    if (ggml::traits(t.type).supported) return true;
+    if (st.ok())
+      st = invalid_argument("[model] {}: tensor '{}' has type {}, which cannot be dequantized",
+                            g.path(), t.name, ggml::traits(t.type).name);
+    return false;
+  }
   const io::GgufTensorInfo* find(const std::string& name, bool required) {
+    if (!st.ok()) return nullptr;  // stop at the first error
     const io::GgufTensorInfo* t = g.find_tensor(name);
     if (!t && required && st.ok())
       st = invalid_argument("[model] {}: missing tensor '{}'", g.path(), name);
@@ -29,12 +53,7 @@ struct Binder {
                               name, fmt::join(t->shape, ", "), n_in, n_out);
       return {};
     }
-    if (!ggml::traits(t->type).supported) {
-      if (st.ok())
-        st = invalid_argument("[model] {}: tensor '{}' has unsupported type {}", g.path(), name,
-                              ggml::traits(t->type).name);
-      return {};
-    }
+    if (!supported(*t)) return {};
     return kernels::WeightView{t->data, t->type, n_in, n_out};
   }
   std::vector<float> vec(const std::string& name, int64_t n, bool required = true) {
@@ -46,8 +65,14 @@ struct Binder {
                               name, t->n_elems(), n);
       return {};
     }
+    if (!supported(*t)) return {};
     std::vector<float> out(static_cast<size_t>(n));
-    kernels::dequantize_row(t->type, t->data, out.data(), n);
+    DequantJob job{t->type, t->data, out.data(), n};
+    Status rs = g.guarded_read(&DequantJob::run, &job);
+    if (!rs.ok()) {
+      if (st.ok()) st = std::move(rs);
+      return {};
+    }
     return out;
   }
 };
@@ -63,8 +88,16 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
                             fmt::join(registered_archs(), ", "));
   std::unique_ptr<Model> m(new Model());
   m->gguf_ = std::move(gguf);
-  TKV_RETURN_IF_ERROR(spec->configure(*m->gguf_, m->cfg_));
-  TKV_RETURN_IF_ERROR(m->bind_weights());
+  // Allocation failures (a huge but consistent model) become a Status here,
+  // where std code enters the load path.
+  try {
+    TKV_RETURN_IF_ERROR(spec->configure(*m->gguf_, m->cfg_));
+    TKV_RETURN_IF_ERROR(validate_config(m->cfg_, *m->gguf_));
+    TKV_RETURN_IF_ERROR(m->bind_weights());
+  } catch (const std::exception& e) {
+    return make_error(StatusCode::kResourceExhausted, "[model] {}: loading failed: {}", path,
+                      e.what());
+  }
   return m;
 }
 
@@ -78,7 +111,7 @@ Status Model::bind_weights() {
   if (!w_.output.data) w_.output = w_.tok_embd;  // tied embeddings
   w_.output_norm = b.vec("output_norm.weight", d);
   w_.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int il = 0; il < c.n_layers; ++il) {
+  for (int il = 0; il < c.n_layers && b.st.ok(); ++il) {
     LayerWeights& L = w_.layers[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
     L.wq = b.matrix(p + "attn_q.weight", d, q_dim);

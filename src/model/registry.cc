@@ -2,6 +2,8 @@
 #include "model/registry.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "io/gguf.h"
@@ -29,50 +31,101 @@ std::vector<std::string> registered_archs() {
   return out;
 }
 
-Status read_common_hparams(const io::GgufFile& g, const std::string& a, ModelConfig& cfg) {
-  auto need_int = [&](const std::string& key, int& dst) -> Status {
-    auto r = g.get_u64(a + "." + key);
-    if (!r.ok())
-      return invalid_argument("[model] {}: missing or invalid '{}.{}': {}", g.path(), a, key,
-                              r.status().message());
-    if (r.value() == 0 || r.value() > (1u << 24))
-      return invalid_argument("[model] {}: '{}.{}' = {} out of range", g.path(), a, key, r.value());
-    dst = static_cast<int>(r.value());
+namespace {
+// An optional integer key in [lo, hi]; `def` when absent. A wrong type or an
+// out-of-range value is an error naming the key, never a silent cast.
+Status read_int(const io::GgufFile& g, const std::string& key, int64_t lo, int64_t hi, int64_t def,
+                int64_t* dst, bool required = false) {
+  if (g.find(key) == nullptr) {
+    if (required) return invalid_argument("[model] {}: missing '{}'", g.path(), key);
+    *dst = def;
     return Status();
-  };
+  }
+  auto r = g.get_u64(key);
+  if (!r.ok())
+    return invalid_argument("[model] {}: invalid '{}': {}", g.path(), key, r.status().message());
+  if (r.value() < static_cast<uint64_t>(lo) || r.value() > static_cast<uint64_t>(hi))
+    return invalid_argument("[model] {}: '{}' = {} out of range [{}, {}]", g.path(), key, r.value(),
+                            lo, hi);
+  *dst = static_cast<int64_t>(r.value());
+  return Status();
+}
+
+Status read_int(const io::GgufFile& g, const std::string& key, int64_t lo, int64_t hi, int64_t def,
+                int* dst, bool required = false) {
+  int64_t v = 0;
+  TKV_RETURN_IF_ERROR(read_int(g, key, lo, hi, def, &v, required));
+  *dst = static_cast<int>(v);
+  return Status();
+}
+
+// An optional float key; NaN/inf are rejected by validate_config.
+Status read_float(const io::GgufFile& g, const std::string& key, double def, float* dst) {
+  if (g.find(key) == nullptr) {
+    *dst = static_cast<float>(def);
+    return Status();
+  }
+  auto r = g.get_f64(key);
+  if (!r.ok())
+    return invalid_argument("[model] {}: invalid '{}': {}", g.path(), key, r.status().message());
+  const double v = r.value();
+  // Out-of-range double -> float is undefined; map it to inf for the range check.
+  *dst = std::isfinite(v) && std::fabs(v) <= 3.0e38 ? static_cast<float>(v)
+                                                    : std::numeric_limits<float>::infinity();
+  return Status();
+}
+}  // namespace
+
+Status read_common_hparams(const io::GgufFile& g, const std::string& a, ModelConfig& cfg) {
   cfg.arch = a;
   cfg.name = g.get_string_or("general.name", a);
-  TKV_RETURN_IF_ERROR(need_int("block_count", cfg.n_layers));
-  TKV_RETURN_IF_ERROR(need_int("embedding_length", cfg.d_model));
-  TKV_RETURN_IF_ERROR(need_int("feed_forward_length", cfg.d_ff));
-  TKV_RETURN_IF_ERROR(need_int("attention.head_count", cfg.n_heads));
-  cfg.n_kv_heads = static_cast<int>(
-      g.get_u64_or(a + ".attention.head_count_kv", static_cast<uint64_t>(cfg.n_heads)));
-  cfg.head_dim = static_cast<int>(
-      g.get_u64_or(a + ".attention.key_length", static_cast<uint64_t>(cfg.d_model / cfg.n_heads)));
-  if (cfg.n_kv_heads <= 0 || cfg.n_heads % cfg.n_kv_heads != 0)
-    return invalid_argument("[model] {}: head_count {} is not a multiple of head_count_kv {}",
-                            g.path(), cfg.n_heads, cfg.n_kv_heads);
-  const uint64_t v_len =
-      g.get_u64_or(a + ".attention.value_length", static_cast<uint64_t>(cfg.head_dim));
-  if (static_cast<int>(v_len) != cfg.head_dim)
+  const std::string p = a + ".";
+  TKV_RETURN_IF_ERROR(read_int(g, p + "block_count", 1, kMaxLayers, 0, &cfg.n_layers, true));
+  TKV_RETURN_IF_ERROR(read_int(g, p + "embedding_length", 1, kMaxDim, 0, &cfg.d_model, true));
+  TKV_RETURN_IF_ERROR(read_int(g, p + "feed_forward_length", 1, kMaxDim, 0, &cfg.d_ff, true));
+  TKV_RETURN_IF_ERROR(read_int(g, p + "attention.head_count", 1, kMaxHeads, 0, &cfg.n_heads, true));
+  TKV_RETURN_IF_ERROR(
+      read_int(g, p + "attention.head_count_kv", 1, kMaxHeads, cfg.n_heads, &cfg.n_kv_heads));
+  if (g.find(p + "attention.key_length") == nullptr && cfg.d_model % cfg.n_heads != 0)
+    return invalid_argument(
+        "[model] {}: embedding_length {} is not a multiple of head_count {} (and no key_length)",
+        g.path(), cfg.d_model, cfg.n_heads);
+  TKV_RETURN_IF_ERROR(read_int(g, p + "attention.key_length", 1, kMaxHeadDim,
+                               cfg.d_model / cfg.n_heads, &cfg.head_dim));
+  int v_len = 0;
+  TKV_RETURN_IF_ERROR(
+      read_int(g, p + "attention.value_length", 1, kMaxHeadDim, cfg.head_dim, &v_len));
+  if (v_len != cfg.head_dim)
     return invalid_argument("[model] {}: value_length {} != key_length {} is not supported",
                             g.path(), v_len, cfg.head_dim);
-  cfg.rms_eps = static_cast<float>(g.get_f64_or(a + ".attention.layer_norm_rms_epsilon", 1e-5));
-  cfg.n_ctx_train = static_cast<int64_t>(g.get_u64_or(a + ".context_length", 2048));
-  cfg.n_rot = static_cast<int>(
-      g.get_u64_or(a + ".rope.dimension_count", static_cast<uint64_t>(cfg.head_dim)));
-  const float base = static_cast<float>(g.get_f64_or(a + ".rope.freq_base", 10000.0));
+  TKV_RETURN_IF_ERROR(read_float(g, p + "attention.layer_norm_rms_epsilon", 1e-5, &cfg.rms_eps));
+  TKV_RETURN_IF_ERROR(read_int(g, p + "context_length", 1, kMaxContext, 2048, &cfg.n_ctx_train));
+  TKV_RETURN_IF_ERROR(
+      read_int(g, p + "rope.dimension_count", 0, INT32_MAX, cfg.head_dim, &cfg.n_rot));
+  float base = 0;
+  TKV_RETURN_IF_ERROR(read_float(g, p + "rope.freq_base", 10000.0, &base));
   cfg.layer_rope_base.assign(static_cast<size_t>(cfg.n_layers), base);
   cfg.layer_window.assign(static_cast<size_t>(cfg.n_layers), 0);
-  auto n_vocab = g.get_u64(a + ".vocab_size");
-  if (n_vocab.ok()) {
-    cfg.n_vocab = static_cast<int>(n_vocab.value());
+  if (g.find(p + "vocab_size") != nullptr) {
+    TKV_RETURN_IF_ERROR(read_int(g, p + "vocab_size", 1, kMaxVocab, 0, &cfg.n_vocab));
   } else {
     auto toks = g.find("tokenizer.ggml.tokens");
-    cfg.n_vocab = toks ? static_cast<int>(toks->array_len) : 0;
+    const size_t n = toks ? toks->array_len : 0;
+    if (n == 0 || n > static_cast<size_t>(kMaxVocab))
+      return invalid_argument("[model] {}: vocabulary size {} out of range [1, {}]", g.path(), n,
+                              kMaxVocab);
+    cfg.n_vocab = static_cast<int>(n);
   }
   return Status();
+}
+
+Status read_int_key(const io::GgufFile& g, const std::string& key, int64_t lo, int64_t hi,
+                    int64_t def, int64_t* dst) {
+  return read_int(g, key, lo, hi, def, dst);
+}
+
+Status read_float_key(const io::GgufFile& g, const std::string& key, double def, float* dst) {
+  return read_float(g, key, def, dst);
 }
 
 }  // namespace tkv::model

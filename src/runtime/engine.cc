@@ -30,7 +30,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(opts.model_path));
   e->model_->set_key_centering(opts.key_center);
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
-  TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), opts.cache));
+  kv::CacheOptions co = opts.cache;
+  co.budget_bytes = opts.kv_budget_bytes > 0 ? opts.kv_budget_bytes
+                                             : kv::default_kv_budget(e->model_->gguf().file_size());
+  TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), co));
   return e;
 }
 

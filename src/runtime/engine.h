@@ -22,6 +22,8 @@ struct EngineOptions {
   int n_threads = 0;       // 0 = all cores
   int ubatch = 512;        // prefill chunk
   bool key_center = true;  // --kv-key-center: store k - b_k (model.h); exact for attention
+  // --kv-budget: most bytes the KV pools may take; 0 = half of MemAvailable minus the model file.
+  size_t kv_budget_bytes = 0;
 };
 
 struct GenerateStats {

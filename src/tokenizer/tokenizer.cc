@@ -3,11 +3,18 @@
 // Follows llama.cpp llama_vocab::impl::load / tokenize for defaults and order.
 #include "tokenizer/tokenizer.h"
 
+#include <cmath>
+
 #include "io/gguf.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace tkv::tok {
 namespace {
+
+// GGUF token types are 0..6 (undefined, normal, unknown, control, user, unused,
+// byte); a few files carry small out-of-spec values, so any int32 is accepted.
+constexpr double kMinTokenType = -2147483648.0;
+constexpr double kMaxTokenType = 2147483647.0;
 
 int32_t opt_id(const io::GgufFile& g, std::string_view key) {
   auto r = g.get_u64(key);
@@ -27,11 +34,22 @@ Result<VocabData> vocab_data_from_gguf(const io::GgufFile& g) {
   TKV_ASSIGN_OR_RETURN(d.tokens, g.get_string_array("tokenizer.ggml.tokens"));
   if (g.find("tokenizer.ggml.scores")) {
     TKV_ASSIGN_OR_RETURN(std::vector<double> s, g.get_number_array("tokenizer.ggml.scores"));
+    for (double v : s)
+      if (!std::isfinite(v) || std::fabs(v) > 3.0e38)
+        return invalid_argument("[tokenizer] {}: a token score ({}) is not a finite float",
+                                g.path(), v);
     d.scores.assign(s.begin(), s.end());
   }
   if (g.find("tokenizer.ggml.token_type")) {
     TKV_ASSIGN_OR_RETURN(std::vector<double> t, g.get_number_array("tokenizer.ggml.token_type"));
-    d.token_types.assign(t.begin(), t.end());
+    d.token_types.reserve(t.size());
+    for (size_t i = 0; i < t.size(); ++i) {
+      // The array may hold floats: converting one outside int32 is undefined, so check first.
+      if (!(t[i] >= kMinTokenType && t[i] <= kMaxTokenType) || t[i] != std::floor(t[i]))
+        return invalid_argument("[tokenizer] {}: token_type[{}] = {} is not an integer in [{}, {}]",
+                                g.path(), i, t[i], kMinTokenType, kMaxTokenType);
+      d.token_types.push_back(static_cast<int32_t>(t[i]));
+    }
   }
   if (g.find("tokenizer.ggml.merges")) {
     TKV_ASSIGN_OR_RETURN(d.merges, g.get_string_array("tokenizer.ggml.merges"));
@@ -58,8 +76,15 @@ Result<std::unique_ptr<Tokenizer>> make_tokenizer(VocabData d) {
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const io::GgufFile& gguf) {
-  TKV_ASSIGN_OR_RETURN(VocabData d, vocab_data_from_gguf(gguf));
-  return make_tokenizer(std::move(d));
+  // Vocabulary tables and regexes are built with std containers: their
+  // exceptions become a Status here.
+  try {
+    TKV_ASSIGN_OR_RETURN(VocabData d, vocab_data_from_gguf(gguf));
+    return make_tokenizer(std::move(d));
+  } catch (const std::exception& e) {
+    return make_error(StatusCode::kResourceExhausted, "[tokenizer] {}: loading failed: {}",
+                      gguf.path(), e.what());
+  }
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {

@@ -20,8 +20,7 @@ struct BenchArgs {
   std::string schemes = "";
   int reps = 3;
   bool json = false;
-  bool kv_report = false;  // --kv-report (kv_report.cc)
-  std::string kv_budget = "8GiB";
+  bool kv_report = false;       // --kv-report (kv_report.cc)
   std::string fill = "random";  // how depth context is made: random K/V rows | model prefill
 };
 
@@ -210,9 +209,12 @@ RunFn add_bench(CLI::App& app) {
       ->check(CLI::IsMember({"random", "model"}));
   sub->add_flag("--kv-report", a->kv_report,
                 "Print KV bytes/token, allocation and max context per scheme, then exit");
-  sub->add_option("--kv-budget", a->kv_budget, "KV memory budget for --kv-report (e.g. 8GiB)");
+  // --kv-budget is a common option: it caps the cache and sizes the report (8GiB if unset).
   return [a] {
-    return a->kv_report ? run_kv_report(a->common, a->kv_budget, a->schemes) : run_bench(*a);
+    return a->kv_report ? run_kv_report(a->common,
+                                        a->common.kv_budget.empty() ? "8GiB" : a->common.kv_budget,
+                                        a->schemes)
+                        : run_bench(*a);
   };
 }
 

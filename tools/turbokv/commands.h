@@ -21,6 +21,7 @@ struct CommonOptions {
   std::string kv_quant_swa = "quant";  // --kv-quant-swa quant | bf16
   std::string kv_attn = "fused";       // --kv-attn fused | reference
   std::string kv_key_center = "on";    // --kv-key-center on | off
+  std::string kv_budget;               // --kv-budget SIZE; empty = default (memory-based)
   int64_t ctx = 4096;
   int ubatch = 512;
 };

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/mem_info.h"
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
@@ -39,6 +40,11 @@ void add_kv_options(CLI::App* app, CommonOptions& o) {
          "--kv-key-center", o.kv_key_center,
          "Store keys minus the model's K bias (exact for attention; Qwen2): on (default) | off")
       ->check(CLI::IsMember({"on", "off"}));
+  app->add_option("--kv-budget", o.kv_budget,
+                  "Most memory the KV cache may take, e.g. 512MiB, 8GiB, 2G (default: half of "
+                  "available memory minus the model; bench --kv-report: 8GiB)")
+      ->check(
+          kv_validator("SIZE", [](const std::string& v) { return parse_byte_size(v).status(); }));
 }
 
 }  // namespace
@@ -77,6 +83,7 @@ std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o) {
   eo.cache.max_chunk_tokens = std::max<int64_t>(o.ubatch, 1);
   eo.cache.max_tokens = o.ctx;
   eo.cache.max_seqs = 4;
+  if (!o.kv_budget.empty()) eo.kv_budget_bytes = parse_byte_size(o.kv_budget).value();
   auto r = runtime::Engine::create(eo);
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());

@@ -4,31 +4,17 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/mem_info.h"
 #include "kvcache/kv_cache.h"
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
 namespace {
 
-// "8GiB", "512MiB", "1.5GB", "1e9" -> bytes; 0 on a malformed value.
+// "8GiB", "512MiB", "2G" -> bytes (base/mem_info.h); 0 on a malformed value.
 size_t parse_bytes(const std::string& s) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (...) {
-    return 0;
-  }
-  const std::string unit = s.substr(pos);
-  const double mul = unit == "" || unit == "B" ? 1.0
-                     : unit == "KiB"           ? 1024.0
-                     : unit == "MiB"           ? 1048576.0
-                     : unit == "GiB"           ? 1073741824.0
-                     : unit == "KB"            ? 1e3
-                     : unit == "MB"            ? 1e6
-                     : unit == "GB"            ? 1e9
-                                               : -1.0;
-  return mul > 0 && v > 0 ? static_cast<size_t>(v * mul) : 0;
+  auto r = parse_byte_size(s);
+  return r.ok() ? r.value() : 0;
 }
 
 }  // namespace

@@ -20,10 +20,14 @@ Status configure_gemma3(const io::GgufFile& g, ModelConfig& cfg) {
   cfg.post_norms = true;
   cfg.ffn_act = FfnAct::kGeluTanh;
   cfg.embed_scale = std::sqrt(static_cast<float>(cfg.d_model));
-  const int64_t window = static_cast<int64_t>(g.get_u64_or("gemma3.attention.sliding_window", 512));
+  cfg.q_dim_is_d_model = false;  // Gemma 3 270M: 4 heads x 256 = 1024 != 640
+  int64_t window = 0;
+  TKV_RETURN_IF_ERROR(
+      read_int_key(g, "gemma3.attention.sliding_window", 0, kMaxContext, 512, &window));
   // rope scaling (linear) applies to the global layers of the larger Gemma 3 models.
   const std::string scaling = g.get_string_or("gemma3.rope.scaling.type", "none");
-  const float factor = static_cast<float>(g.get_f64_or("gemma3.rope.scaling.factor", 1.0));
+  float factor = 1.0f;
+  TKV_RETURN_IF_ERROR(read_float_key(g, "gemma3.rope.scaling.factor", 1.0, &factor));
   const float global_scale = scaling == "linear" && factor > 0 ? 1.0f / factor : 1.0f;
   if (global_scale != 1.0f)
     return invalid_argument("[model] gemma3: linear rope scaling (factor {}) is not supported yet",
@@ -33,10 +37,12 @@ Status configure_gemma3(const io::GgufFile& g, ModelConfig& cfg) {
     cfg.layer_window[static_cast<size_t>(il)] = is_local ? window : 0;
     if (is_local) cfg.layer_rope_base[static_cast<size_t>(il)] = kLocalRopeBase;
   }
-  cfg.attn_scale =
-      1.0f / std::sqrt(static_cast<float>(g.get_u64_or("gemma3.attention.query_pre_attn_scalar",
-                                                       static_cast<uint64_t>(cfg.head_dim))));
-  cfg.final_logit_softcap = static_cast<float>(g.get_f64_or("gemma3.final_logit_softcapping", 0.0));
+  int64_t pre_attn = 0;
+  TKV_RETURN_IF_ERROR(read_int_key(g, "gemma3.attention.query_pre_attn_scalar", 1, kMaxDim,
+                                   cfg.head_dim, &pre_attn));
+  cfg.attn_scale = 1.0f / std::sqrt(static_cast<float>(pre_attn));
+  TKV_RETURN_IF_ERROR(
+      read_float_key(g, "gemma3.final_logit_softcapping", 0.0, &cfg.final_logit_softcap));
   return Status();
 }
 const ArchRegistrar kReg({"gemma3", &configure_gemma3});
