@@ -74,5 +74,22 @@ read -r n b16 <<<"$(bytes --kv-quant bf16)"; read -r _ bq <<<"$(bytes --kv-quant
 read -r _ bs <<<"$(bytes --kv-quant turbo --kv-quant-start 8)"
 want=$(( 8 * b16 / n + (n - 8) * bq / n ))
 [ "$bs" = "$want" ] && ok kv-quant-start-bytes || bad kv-quant-start-bytes "got $bs want $want (n=$n bf16=$b16 turbo=$bq)"
+# bench: KV bytes per token and at each depth in the JSON rows.
+js="$("$BIN" bench -p 4 -n 2 -d 32 -r 1 --json 2>/dev/null)"
+bpt="$(sed -nE 's/.*"kv_bytes_per_token": ([0-9]+).*/\1/p' <<<"$js" | head -1)"
+kvb="$(sed -nE 's/.*"kv_bytes": ([0-9]+).*/\1/p' <<<"$js" | head -1)"
+[ -n "$bpt" ] && [ "$bpt" -gt 0 ] && [ "$kvb" = "$((32 * bpt))" ] && ok bench-kv-bytes || bad bench-kv-bytes "bpt=$bpt kv=$kvb"
+# chat (stdin not a tty: plain lines): / commands, KV summary, context full keeps the session.
+C=("$BIN" chat --temp 0 -n 8)
+printf 'Hi\n/stats\n/bogus\n/save %s\n/reset\n/stats\n/quit\n' "$tmp" >"$tmp.in"
+out="$("${C[@]}" <"$tmp.in" 2>&1)"; rc=$?
+[ $rc -eq 0 ] && grep -q "unknown command /bogus; /help" <<<"$out" && grep -q "conversation cleared" <<<"$out" \
+  && grep -q "kv cache bf16: 0 tokens" <<<"$out" && grep -q '"role": "user"' "$tmp" \
+  && ok chat-commands || bad chat-commands "(rc=$rc) $out"
+printf 'Hi\nTell me a long story\n/reset\nHi\n' >"$tmp.in"
+out="$("${C[@]}" -c 40 <"$tmp.in" 2>&1)"; rc=$?
+[ $rc -eq 0 ] && grep -q "context full" <<<"$out" && grep -q "/reset" <<<"$out" && grep -qE "kv cache bf16: [0-9]+ tokens" <<<"$out" \
+  && ok chat-context-full || bad chat-context-full "(rc=$rc) $out"
+rm -f "$tmp.in"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
