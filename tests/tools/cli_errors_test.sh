@@ -59,7 +59,7 @@ expect_ok system-without-chat "warning: --system has no effect without --chat" "
 expect_ok short-name "finish: length" "${G[@]}" -m smollm2 -p hi -n 1
 expect_ok random-seed "^seed: [0-9]+" "$BIN" generate -p hi -n 1
 out="$("$BIN" generate -p hi -n 1 --seed 7 2>&1)"; grep -q "^seed:" <<<"$out" && bad seed-given-not-printed "$out" || ok seed-given-not-printed
-tmp="$(mktemp)"; trap 'rm -f "$tmp"' EXIT
+tmp="$(mktemp)"; trap 'rm -f "$tmp" "$tmp.in" "$tmp.gguf"' EXIT
 printf 'The capital of France is' >"$tmp"
 expect_ok prompt-file "^The capital of France is" "${G[@]}" -f "$tmp" -n 2
 # Stop string: a word from the middle of the greedy output ends it just before that word.
@@ -91,5 +91,14 @@ out="$("${C[@]}" -c 40 <"$tmp.in" 2>&1)"; rc=$?
 [ $rc -eq 0 ] && grep -q "context full" <<<"$out" && grep -q "/reset" <<<"$out" && grep -qE "kv cache bf16: [0-9]+ tokens" <<<"$out" \
   && ok chat-context-full || bad chat-context-full "(rc=$rc) $out"
 rm -f "$tmp.in"
+# A model without tokenizer.chat_template (SmolLM2 with that key renamed in a copy):
+# --chat and chat refuse, naming the model, instead of guessing a format.
+src="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+off="$(grep -obUa "tokenizer.chat_template" "$src" | head -1 | cut -d: -f1)"
+cp "$src" "$tmp.gguf" && printf 'X' | dd of="$tmp.gguf" bs=1 seek=$((off + 22)) conv=notrunc status=none
+expect no-chat-template-generate "model .*$tmp.gguf.* has no chat template" "${G[@]}" -m "$tmp.gguf" --chat -p hi -n 1
+expect no-chat-template-chat "has no chat template" "$BIN" chat -m "$tmp.gguf"
+expect_ok no-template-plain-generate "finish: length" "${G[@]}" -m "$tmp.gguf" -p hi -n 1
+rm -f "$tmp.gguf"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

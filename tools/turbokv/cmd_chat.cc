@@ -29,28 +29,37 @@ extern "C" void on_sigint(int) {
   g_interrupted = true;
 }
 
-// Ctrl-C sets a flag the token callback checks (only while a reply streams; at the
-// prompt Ctrl-C keeps its default meaning and ends the program).
-void catch_sigint(bool on) {
+// Ctrl-C only sets a flag (no SA_RESTART, so a blocked read returns): the token
+// callback stops the reply; at the prompt the first Ctrl-C says how to leave and a
+// second one in a row leaves.
+void catch_sigint() {
   struct sigaction sa {};
-  sa.sa_handler = on ? on_sigint : SIG_DFL;
+  sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
 }
 
+enum class Input { kLine, kEnd, kInterrupt };
+
 // One input line: libedit with history on a terminal, plain getline otherwise.
-bool read_line(std::string& line) {
+Input read_line(std::string& line) {
+  g_interrupted = false;
   if (isatty(STDIN_FILENO)) {
     char* s = readline("> ");
-    if (!s) return false;
+    if (g_interrupted) {
+      std::free(s);
+      return Input::kInterrupt;
+    }
+    if (!s) return Input::kEnd;
     line = s;
     std::free(s);
     if (!line.empty()) add_history(line.c_str());
-    return true;
+    return Input::kLine;
   }
   std::fputs("\n> ", stdout);
   std::fflush(stdout);
-  return static_cast<bool>(std::getline(std::cin, line));
+  if (std::getline(std::cin, line)) return Input::kLine;
+  return g_interrupted ? Input::kInterrupt : Input::kEnd;
 }
 
 const char* kHelp =
@@ -126,7 +135,6 @@ Status Chat::turn(const std::string& line) {
   }
   std::string reply;
   g_interrupted = false;
-  catch_sigint(true);
   auto st = eng_.generate(seq_, ids, a_.n_predict, a_.sp, [&](int32_t, const std::string& piece) {
     if (g_interrupted) return false;
     reply += piece;
@@ -134,7 +142,6 @@ Status Chat::turn(const std::string& line) {
     std::fflush(stdout);
     return true;
   });
-  catch_sigint(false);
   TKV_RETURN_IF_ERROR(st.status());
   msgs_.push_back({"assistant", reply});
   TKV_ASSIGN_OR_RETURN(std::string closed, tok.apply_chat_template(msgs_, false));
@@ -176,8 +183,16 @@ int run_chat(ChatArgs& a) {
   Chat chat(*eng, a, seq.value());
   std::fprintf(stderr, "[turbokv] chat with %s (kv %s). /help for commands; Ctrl-D quits.\n",
                eng->model().config().name.c_str(), eng->cache().scheme_name().c_str());
+  catch_sigint();
   std::string line;
-  while (read_line(line)) {
+  for (int interrupts = 0; interrupts < 2;) {
+    const Input in = read_line(line);
+    if (in == Input::kEnd) break;
+    if (in == Input::kInterrupt) {
+      if (++interrupts < 2) std::fputs("\n[chat] Ctrl-C again, /quit or Ctrl-D leaves\n", stderr);
+      continue;
+    }
+    interrupts = 0;
     if (line.empty()) continue;
     if (line[0] == '/') {
       if (!chat.command(line)) break;

@@ -89,7 +89,7 @@ void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp) {
   app->add_option("--repeat-penalty", sp.repeat_penalty, "Repetition penalty (1 = off)");
   app->add_option("--repeat-last-n", sp.repeat_last_n,
                   "Tokens considered by the repetition penalty (-1 = all, 0 = off)");
-  app->add_option("--seed", sp.seed, "RNG seed (default: random, printed)");
+  app->add_option("--seed", sp.seed, "RNG seed (default: random, printed)")->default_str("random");
 }
 
 bool finish_sampling(CLI::App* sub, sampling::SamplerParams& sp) {
