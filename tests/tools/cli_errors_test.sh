@@ -56,6 +56,9 @@ expect_ok context-full "finish: context full" "${G[@]}" -p hi -c 8 -n 100
 expect_ok context-full-timings "decode [0-9]+ tok at" "${G[@]}" -p hi -c 8 -n 100
 expect_ok ctx-exact "kv cache bf16: 3 tokens" "${G[@]}" -p hi -c 3 -n 100
 expect_ok system-without-chat "warning: --system has no effect without --chat" "${G[@]}" -p hi -n 1 --system x
+expect_ok greedy-ignores-top-k "warning: --top-k has no effect with --temp 0" "${G[@]}" -p hi -n 1 --top-k 5
+expect_ok float-cache-ignores-quant-start "warning: --kv-quant-start has no effect with a float KV cache" "${G[@]}" -p hi -n 1 --kv-quant-start 4
+expect_ok kv-report-ignores-json "warning: --json has no effect with --kv-report" "$BIN" bench --kv-report --json --schemes bf16 -c 64
 expect_ok short-name "finish: length" "${G[@]}" -m smollm2 -p hi -n 1
 expect_ok random-seed "^seed: [0-9]+" "$BIN" generate -p hi -n 1
 out="$("$BIN" generate -p hi -n 1 --seed 7 2>&1)"; grep -q "^seed:" <<<"$out" && bad seed-given-not-printed "$out" || ok seed-given-not-printed
