@@ -197,7 +197,7 @@ int run_bench(BenchArgs& a, CLI::App* sub) {
   }
   if (std::all_of(a.depth.begin(), a.depth.end(), [](int d) { return d == 0; }))
     warn_no_effect(sub, "--fill", "when every depth (-d) is 0");
-  if (!check_common(sub, a.common)) return 1;
+  if (!check_common(sub, a.common, a.schemes.empty())) return 1;
   std::vector<Row> rows;
   std::string model_name;
   for (const auto& scheme : split(a.schemes.empty() ? a.common.kv_quant : a.schemes)) {

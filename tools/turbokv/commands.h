@@ -27,7 +27,8 @@ struct CommonOptions {
 void add_common_options(CLI::App* app, CommonOptions& o);
 // Flag checks that need more than one flag, run after parsing and before any model
 // loading: warnings for flags without effect, -m resolved to a path. False on error.
-bool check_common(CLI::App* sub, CommonOptions& o);
+// one_scheme: --kv-quant names the cache (false for bench --schemes).
+bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme = true);
 // Builds the engine from common options; prints the error and returns null on failure.
 std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o);
 void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);

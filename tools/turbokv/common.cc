@@ -112,11 +112,10 @@ void warn_no_effect(CLI::App* sub, const std::string& flag, const std::string& w
     std::fprintf(stderr, "warning: %s has no effect %s\n", flag.c_str(), why.c_str());
 }
 
-bool check_common(CLI::App* sub, CommonOptions& o) {
-  if (o.kv_quant == "bf16" || o.kv_quant == "f16") {
+bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme) {
+  if (one_scheme && (o.kv_quant == "bf16" || o.kv_quant == "f16")) {
     warn_no_effect(sub, "--kv-quant-start",
                    "with a float KV cache (--kv-quant " + o.kv_quant + ")");
-    warn_no_effect(sub, "--kv-attn", "with a float KV cache (--kv-quant " + o.kv_quant + ")");
   }
   auto path = resolve_model(o.model);
   if (!path.ok()) {
