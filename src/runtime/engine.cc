@@ -9,12 +9,31 @@
 
 namespace tkv::runtime {
 
-std::string default_model_path() {
-  if (const char* e = std::getenv("TKV_MODEL")) return e;
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kEog:
+      return "eog";
+    case FinishReason::kStopped:
+      return "stop";
+    case FinishReason::kContextFull:
+      return "context full";
+  }
+  return "?";
+}
+
+std::string model_cache_dir() {
+  if (const char* dir = std::getenv("TKV_MODEL_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/turbokv/models";
   const char* home = std::getenv("HOME");
-  const char* dir = std::getenv("TKV_MODEL_DIR");
-  std::string base = dir ? dir : std::string(home ? home : ".") + "/.cache/turbokv/models";
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return std::string(home ? home : ".") + "/.cache/turbokv/models";
+}
+
+std::string default_model_path() {
+  if (const char* e = std::getenv("TKV_MODEL"); e && *e) return e;
+  return model_cache_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
@@ -64,6 +83,12 @@ Result<GenerateStats> Engine::generate(
     const std::function<bool(int32_t, const std::string&)>& on_piece,
     const std::function<void(int64_t, int64_t)>& progress) {
   GenerateStats st;
+  const int64_t used = cache_->seq_len(seq), limit = context_limit();
+  if (used + static_cast<int64_t>(prompt.size()) > limit)
+    return invalid_argument(
+        "[engine] prompt of {} tokens does not fit the context: {} tokens in use, context {} "
+        "tokens (-c)",
+        prompt.size(), used, limit);
   std::vector<float> logits;
   std::vector<int32_t> history = prompt;
   sampling::Sampler sampler(sp);
@@ -76,9 +101,19 @@ Result<GenerateStats> Engine::generate(
     const int32_t tok = sampler.sample(logits.data(), model_->config().n_vocab, history);
     history.push_back(tok);
     ++st.gen_tokens;
-    if (tok_->is_eog(tok)) break;
-    if (on_piece && !on_piece(tok, tok_->token_to_piece(tok))) break;
+    if (tok_->is_eog(tok)) {
+      st.finish = FinishReason::kEog;
+      break;
+    }
+    if (on_piece && !on_piece(tok, tok_->token_to_piece(tok))) {
+      st.finish = FinishReason::kStopped;
+      break;
+    }
     if (i + 1 == n_predict) break;
+    if (cache_->seq_len(seq) >= limit) {
+      st.finish = FinishReason::kContextFull;
+      break;
+    }
     TKV_RETURN_IF_ERROR(decode(seq, tok, &logits));
     ++st.decode_steps;
   }

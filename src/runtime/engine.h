@@ -26,7 +26,13 @@ struct EngineOptions {
   size_t kv_budget_bytes = 0;
 };
 
+// Why generate() stopped: n_predict tokens, an end-of-generation token, the
+// caller's callback returned false, or the sequence reached the context limit.
+enum class FinishReason { kLength, kEog, kStopped, kContextFull };
+const char* finish_reason_name(FinishReason r);  // "length" | "eog" | "stop" | "context full"
+
 struct GenerateStats {
+  FinishReason finish = FinishReason::kLength;
   int64_t prompt_tokens = 0;
   double prefill_ms = 0;
   int64_t gen_tokens = 0;    // tokens sampled
@@ -53,7 +59,13 @@ class Engine {
   // One decode step: feeds `token`, returns the next-token logits.
   Status decode(int seq, int32_t token, std::vector<float>* logits);
 
-  // Prompt → streamed tokens. on_piece returns false to stop early.
+  // Tokens one sequence may hold: the context asked for (cache.max_tokens), exactly,
+  // although the pool rounds up to whole pages.
+  int64_t context_limit() const { return opts_.cache.max_tokens; }
+
+  // Prompt → streamed tokens. on_piece returns false to stop early. A prompt that
+  // does not fit the context fails before any prefill; reaching the context limit
+  // while decoding is a normal finish (FinishReason::kContextFull).
   Result<GenerateStats> generate(int seq, const std::vector<int32_t>& prompt, int n_predict,
                                  const sampling::SamplerParams& sp,
                                  const std::function<bool(int32_t, const std::string&)>& on_piece,
@@ -68,7 +80,10 @@ class Engine {
   std::unique_ptr<kv::KvCache> cache_;
 };
 
-// Default model path: $TKV_MODEL or ~/.cache/turbokv/models/SmolLM2-135M-Instruct.Q4_1.gguf.
+// Model cache: $TKV_MODEL_DIR, else $XDG_CACHE_HOME/turbokv/models, else
+// ~/.cache/turbokv/models (where scripts/fetch-models puts files).
+std::string model_cache_dir();
+// Default model path: $TKV_MODEL or SmolLM2-135M-Instruct.Q4_1.gguf in the model cache.
 std::string default_model_path();
 
 }  // namespace tkv::runtime

@@ -8,6 +8,22 @@
 
 namespace tkv::sampling {
 
+Status validate(const SamplerParams& p) {
+  auto bad = [](const char* name, double v, const char* range) {
+    return invalid_argument("[sampling] {} {} out of range (valid: {})", name, v, range);
+  };
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    return bad("temperature", p.temperature, "finite, >= 0; 0 = greedy");
+  if (p.top_k < 0) return bad("top-k", p.top_k, ">= 0; 0 = off");
+  if (!(p.top_p > 0 && p.top_p <= 1)) return bad("top-p", p.top_p, "0 < top-p <= 1; 1 = off");
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return bad("min-p", p.min_p, "0 <= min-p <= 1; 0 = off");
+  if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0)
+    return bad("repeat-penalty", p.repeat_penalty, "finite, > 0; 1 = off");
+  if (p.repeat_last_n < -1)
+    return bad("repeat-last-n", p.repeat_last_n, ">= -1; -1 = whole history, 0 = off");
+  return Status();
+}
+
 int32_t argmax(const float* logits, int n_vocab) {
   int32_t best = 0;
   for (int i = 1; i < n_vocab; ++i)

@@ -5,6 +5,8 @@
 #include <random>
 #include <vector>
 
+#include "base/status.h"
+
 namespace tkv::sampling {
 
 struct SamplerParams {
@@ -17,6 +19,11 @@ struct SamplerParams {
   int repeat_last_n = 64;
   uint64_t seed = 0;
 };
+
+// Checks every field against its valid range (temperature finite >= 0, top-k >= 0,
+// top-p in (0, 1], min-p in [0, 1], repeat-penalty finite > 0, repeat-last-n >= -1);
+// the message names the field, its value and the range. Shared by the CLI and the server.
+Status validate(const SamplerParams& p);
 
 class Sampler {
  public:

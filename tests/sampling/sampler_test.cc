@@ -2,6 +2,7 @@
 // repetition penalty direction.
 #include "sampling/sampler.h"
 
+#include <cmath>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -82,6 +83,36 @@ TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
   Sampler s(p);
   EXPECT_EQ(s.sample(l.data(), 3, {}), 0);
   EXPECT_EQ(s.sample(l.data(), 3, {0}), 1);  // 2.0/1.5 < 1.9
+}
+
+TEST(SamplerValidate, DefaultsAreValid) {
+  EXPECT_TRUE(validate(SamplerParams{}).ok());
+}
+
+TEST(SamplerValidate, RejectsEachOutOfRangeField) {
+  struct Case {
+    void (*set)(SamplerParams&);
+    const char* name;
+  };
+  const Case cases[] = {
+      {[](SamplerParams& p) { p.temperature = std::nanf(""); }, "temperature nan"},
+      {[](SamplerParams& p) { p.temperature = -0.5f; }, "temperature -0.5"},
+      {[](SamplerParams& p) { p.top_k = -1; }, "top-k -1"},
+      {[](SamplerParams& p) { p.top_p = 5; }, "top-p 5"},
+      {[](SamplerParams& p) { p.top_p = 0; }, "top-p 0"},
+      {[](SamplerParams& p) { p.min_p = 1.5f; }, "min-p 1.5"},
+      {[](SamplerParams& p) { p.repeat_penalty = 0; }, "repeat-penalty 0"},
+      {[](SamplerParams& p) { p.repeat_penalty = INFINITY; }, "repeat-penalty inf"},
+      {[](SamplerParams& p) { p.repeat_last_n = -2; }, "repeat-last-n -2"},
+  };
+  for (const auto& c : cases) {
+    SamplerParams p;
+    c.set(p);
+    const Status st = validate(p);
+    ASSERT_FALSE(st.ok()) << c.name;
+    EXPECT_NE(st.message().find(c.name), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("valid:"), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ struct Row {
   std::string scheme, test;
   int64_t depth;
   double tok_s, gbs, attn_us_per_tok;
+  size_t kv_bytes_per_token, kv_bytes;  // scheme's bytes/token; bytes held at this depth
 };
 
 // One engine (one scheme): runs every (depth, pp, tg) test and appends rows.
@@ -109,7 +110,7 @@ class SchemeBench {
     const auto toks = rand_tokens(p);
     TKV_ASSIGN_OR_RETURN(auto t, timed(s, depth, [&] { return eng_.prefill(s, toks, &logits_); }));
     rows.push_back({eng_.cache().scheme_name(), "pp" + std::to_string(p), depth,
-                    p * 1000.0 / t.first, 0.0, t.second * 1000.0 / p});
+                    p * 1000.0 / t.first, 0.0, t.second * 1000.0 / p, kv_bpt(), kv_at(depth)});
     return Status();
   }
   Status decode_test(int s, int depth, int g, std::vector<Row>& rows) {
@@ -129,10 +130,23 @@ class SchemeBench {
     const double kv_bytes = static_cast<double>(eng_.cache().bytes_per_token()) * (depth + g / 2.0);
     const double bytes = static_cast<double>(eng_.model().weight_bytes_per_token()) + kv_bytes;
     rows.push_back({eng_.cache().scheme_name(), "tg" + std::to_string(g), depth, tok_s,
-                    tok_s * bytes / 1e9, t.second * 1000.0 / g});
+                    tok_s * bytes / 1e9, t.second * 1000.0 / g, kv_bpt(), kv_at(depth)});
     return Status();
   }
 
+  size_t kv_bpt() const { return eng_.cache().bytes_per_token(); }
+  // KV bytes a sequence of `depth` tokens holds (first --kv-quant-start tokens at bf16 cost).
+  size_t kv_at(int64_t depth) const {
+    CommonOptions co = a_.common;
+    co.kv_quant = scheme_;
+    auto m = kv::kv_memory_model(eng_.cache().shape(), cache_options(co));
+    return m.ok() ? kv_bytes_for_tokens(m.value(), depth) : kv_bpt() * static_cast<size_t>(depth);
+  }
+
+ public:
+  std::string scheme_;  // the --kv-quant / --schemes value this engine was built with
+
+ private:
   runtime::Engine& eng_;
   const BenchArgs& a_;
   std::mt19937 rng_;
@@ -155,20 +169,34 @@ void print_rows(const BenchArgs& a, const std::string& model_name, const std::ve
                            {"tok_s", r.tok_s},
                            {"gbs", r.gbs},
                            {"attn_us_per_tok", r.attn_us_per_tok},
+                           {"kv_bytes_per_token", r.kv_bytes_per_token},
+                           {"kv_bytes", r.kv_bytes},
                            {"path", a.common.kv_attn}});
     std::printf("%s\n", j.dump(1).c_str());
     return;
   }
   std::printf(
-      "| model | kv | test | depth | tok/s | GB/s read | attention µs/tok "
-      "|\n|---|---|---|---|---|---|---|\n");
+      "| model | kv | test | depth | tok/s | GB/s read | attention µs/tok | KV B/token | KV "
+      "bytes at depth |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : rows)
-    std::printf("| %s | %s | %s | %lld | %.2f | %s | %.1f |\n", model_name.c_str(),
+    std::printf("| %s | %s | %s | %lld | %.2f | %s | %.1f | %zu | %zu |\n", model_name.c_str(),
                 r.scheme.c_str(), r.test.c_str(), static_cast<long long>(r.depth), r.tok_s,
-                r.gbs > 0 ? fmt::format("{:.2f}", r.gbs).c_str() : "-", r.attn_us_per_tok);
+                r.gbs > 0 ? fmt::format("{:.2f}", r.gbs).c_str() : "-", r.attn_us_per_tok,
+                r.kv_bytes_per_token, r.kv_bytes);
 }
 
-int run_bench(BenchArgs& a) {
+int run_bench(BenchArgs& a, CLI::App* sub) {
+  const bool any = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; }) ||
+                   std::any_of(a.n_gen.begin(), a.n_gen.end(), [](int g) { return g > 0; });
+  if (!any) {
+    std::fprintf(stderr,
+                 "error: [bench] nothing to measure: every -p and -n is 0 (give -p N and/or -n N "
+                 "with N >= 1)\n");
+    return 1;
+  }
+  if (std::all_of(a.depth.begin(), a.depth.end(), [](int d) { return d == 0; }))
+    warn_no_effect(sub, "--fill", "when every depth (-d) is 0");
+  if (!check_common(sub, a.common, a.schemes.empty())) return 1;
   std::vector<Row> rows;
   std::string model_name;
   for (const auto& scheme : split(a.schemes.empty() ? a.common.kv_quant : a.schemes)) {
@@ -182,7 +210,9 @@ int run_bench(BenchArgs& a) {
     auto eng = make_engine(co);
     if (!eng) return 1;
     model_name = eng->model().config().name;
-    Status st = SchemeBench(*eng, a).run(rows);
+    SchemeBench b(*eng, a);
+    b.scheme_ = scheme;
+    Status st = b.run(rows);
     if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       return 1;
@@ -197,12 +227,18 @@ RunFn add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Prefill/decode throughput per KV scheme");
   add_common_options(sub, a->common);
-  sub->add_option("-p,--n-prompt", a->n_prompt, "Prompt lengths (pp tests)")->delimiter(',');
-  sub->add_option("-n,--n-gen", a->n_gen, "Generated lengths (tg tests)")->delimiter(',');
-  sub->add_option("-d,--depth", a->depth, "Context depth before each test")->delimiter(',');
+  sub->add_option("-p,--n-prompt", a->n_prompt, "Prompt lengths (pp tests)")
+      ->delimiter(',')
+      ->check(int_range("--n-prompt", 0, 1 << 24));
+  sub->add_option("-n,--n-gen", a->n_gen, "Generated lengths (tg tests)")
+      ->delimiter(',')
+      ->check(int_range("--n-gen", 0, 1 << 24));
+  sub->add_option("-d,--depth", a->depth, "Context depth before each test")
+      ->delimiter(',')
+      ->check(int_range("--depth", 0, 1 << 24));
   sub->add_option("--schemes", a->schemes, "Comma-separated KV schemes (default: --kv-quant)");
   sub->add_option("-r,--reps", a->reps, "Repetitions (median reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(int_range("--reps", 1, 1000000));
   sub->add_flag("--json", a->json, "JSON output");
   sub->add_option("--fill", a->fill,
                   "Depth context: random K/V rows written to the cache, or a model prefill")
@@ -210,11 +246,14 @@ RunFn add_bench(CLI::App& app) {
   sub->add_flag("--kv-report", a->kv_report,
                 "Print KV bytes/token, allocation and max context per scheme, then exit");
   // --kv-budget is a common option: it caps the cache and sizes the report (8GiB if unset).
-  return [a] {
-    return a->kv_report ? run_kv_report(a->common,
-                                        a->common.kv_budget.empty() ? "8GiB" : a->common.kv_budget,
-                                        a->schemes)
-                        : run_bench(*a);
+  return [a, sub] {
+    if (a->kv_report) {
+      for (const char* f : {"--json", "--fill", "-p", "-n", "-d", "-r"})
+        warn_no_effect(sub, f, "with --kv-report");
+      return run_kv_report(a->common,
+                           a->common.kv_budget.empty() ? "8GiB" : a->common.kv_budget, a->schemes);
+    }
+    return run_bench(*a, sub);
   };
 }
 

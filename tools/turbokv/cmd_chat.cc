@@ -1,7 +1,16 @@
 // turbokv chat: interactive conversation using the model's chat template. The
-// KV cache keeps the conversation; each turn feeds only the new tokens.
+// KV cache keeps the conversation; each turn feeds only the new tokens. Line
+// editing and history come from libedit on a terminal; Ctrl-C stops a reply.
+#include <editline/readline.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+
+#include <nlohmann/json.hpp>
 
 #include "tools/turbokv/commands.h"
 
@@ -12,70 +21,189 @@ struct ChatArgs {
   std::string system;
   int n_predict = 512;
   sampling::SamplerParams sp;
+  CLI::App* sub = nullptr;
 };
 
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) {
+  g_interrupted = true;
+}
+
+// Ctrl-C only sets a flag (no SA_RESTART, so a blocked read returns): the token
+// callback stops the reply; at the prompt the first Ctrl-C says how to leave and a
+// second one in a row leaves.
+void catch_sigint() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+enum class Input { kLine, kEnd, kInterrupt };
+
+// One input line: libedit with history on a terminal, plain getline otherwise.
+Input read_line(std::string& line) {
+  g_interrupted = false;
+  if (isatty(STDIN_FILENO)) {
+    char* s = readline("> ");
+    if (g_interrupted) {
+      std::free(s);
+      return Input::kInterrupt;
+    }
+    if (!s) return Input::kEnd;
+    line = s;
+    std::free(s);
+    if (!line.empty()) add_history(line.c_str());
+    return Input::kLine;
+  }
+  std::fputs("\n> ", stdout);
+  std::fflush(stdout);
+  if (std::getline(std::cin, line)) return Input::kLine;
+  return g_interrupted ? Input::kInterrupt : Input::kEnd;
+}
+
+const char* kHelp =
+    "/help  this list\n/reset  forget the conversation (clears the KV cache)\n"
+    "/save FILE  write the conversation as JSON\n/stats  KV cache summary\n"
+    "/quit  leave (or Ctrl-D); Ctrl-C stops a reply\n";
+
+class Chat {
+ public:
+  Chat(runtime::Engine& eng, const ChatArgs& a, int seq) : eng_(eng), a_(a), seq_(seq) { reset(); }
+  void reset() {
+    msgs_.clear();
+    if (!a_.system.empty()) msgs_.push_back({"system", a_.system});
+    rendered_.clear();
+    eng_.cache().trim_seq(seq_, 0);
+  }
+  // A "/" command; false when the user asked to quit.
+  bool command(const std::string& line) {
+    if (line == "/quit" || line == "/exit") return false;
+    if (line == "/help") {
+      std::fputs(kHelp, stderr);
+    } else if (line == "/reset") {
+      reset();
+      std::fputs("[chat] conversation cleared\n", stderr);
+    } else if (line == "/stats") {
+      print_kv_summary(eng_, a_.common, seq_);
+    } else if (line.rfind("/save ", 0) == 0) {
+      save(line.substr(6));
+    } else {
+      std::fprintf(stderr, "[chat] unknown command %s; /help lists the commands\n", line.c_str());
+    }
+    return true;
+  }
+  Status turn(const std::string& line);
+
+ private:
+  void save(const std::string& path) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& m : msgs_) j.push_back({{"role", m.role}, {"content", m.content}});
+    std::ofstream out(path);
+    out << j.dump(1) << "\n";
+    std::fprintf(stderr,
+                 out ? "[chat] saved %zu messages to %s\n"
+                     : "[chat] cannot write %zu "
+                       "messages to %s\n",
+                 msgs_.size(), path.c_str());
+  }
+  bool fits(size_t n_new) const {
+    const int64_t used = eng_.cache().seq_len(seq_), limit = eng_.context_limit();
+    if (used + static_cast<int64_t>(n_new) <= limit) return true;
+    std::fprintf(stderr,
+                 "\n[chat] context full: %lld of %lld tokens used, %zu more needed; /reset starts "
+                 "over (or use a larger -c)\n",
+                 static_cast<long long>(used), static_cast<long long>(limit), n_new);
+    return false;
+  }
+  runtime::Engine& eng_;
+  const ChatArgs& a_;
+  int seq_;
+  std::vector<tok::ChatMessage> msgs_;
+  std::string rendered_;  // template text already fed to the model
+};
+
+Status Chat::turn(const std::string& line) {
+  const auto& tok = eng_.tokenizer();
+  msgs_.push_back({"user", line});
+  TKV_ASSIGN_OR_RETURN(std::string full, tok.apply_chat_template(msgs_, true));
+  // Feed only the new suffix of the rendered conversation.
+  const auto ids = tok.encode(full.substr(rendered_.size()), rendered_.empty(), true);
+  if (!fits(ids.size() + 1)) {
+    msgs_.pop_back();
+    return Status();
+  }
+  std::string reply;
+  g_interrupted = false;
+  auto st = eng_.generate(seq_, ids, a_.n_predict, a_.sp, [&](int32_t, const std::string& piece) {
+    if (g_interrupted) return false;
+    reply += piece;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  TKV_RETURN_IF_ERROR(st.status());
+  msgs_.push_back({"assistant", reply});
+  TKV_ASSIGN_OR_RETURN(std::string closed, tok.apply_chat_template(msgs_, false));
+  // The cache holds the prompt plus the generated tokens (minus the end-of-turn
+  // marker); re-sync by trimming to the prompt and feeding the closed turn text.
+  rendered_ = full;
+  eng_.cache().trim_seq(seq_, eng_.cache().seq_len(seq_) - st.value().decode_steps);
+  auto tail_ids = tok.encode(closed.substr(rendered_.size()), false, true);
+  if (!tail_ids.empty() && fits(tail_ids.size())) {
+    std::vector<float> logits;
+    TKV_RETURN_IF_ERROR(eng_.prefill(seq_, tail_ids, &logits));
+    rendered_ = closed;
+  } else if (!tail_ids.empty()) {
+    // The closed turn does not fit: keep only what the cache holds.
+    msgs_.pop_back();
+    msgs_.pop_back();
+    reset();
+    std::fputs("[chat] the conversation was cleared to make room\n", stderr);
+  }
+  const auto f = st.value().finish;
+  if (f == runtime::FinishReason::kStopped) std::fputs("\n[chat] reply stopped (Ctrl-C)", stderr);
+  if (f == runtime::FinishReason::kContextFull)
+    std::fputs("\n[chat] context full: the reply was cut; /reset starts over", stderr);
+  std::fprintf(stderr, "\n[%.1f tok/s, finish: %s]\n", st.value().decode_tok_s(),
+               runtime::finish_reason_name(f));
+  return Status();
+}
+
 int run_chat(ChatArgs& a) {
+  if (!check_common(a.sub, a.common) || !finish_sampling(a.sub, a.sp)) return 1;
   auto eng = make_engine(a.common);
   if (!eng) return 1;
-  const auto& tok = eng->tokenizer();
+  if (!check_chat_template(*eng, a.common.model)) return 1;
   auto seq = eng->cache().create_seq();
   if (!seq.ok()) {
     std::fprintf(stderr, "error: %s\n", seq.status().message().c_str());
     return 1;
   }
-  std::vector<tok::ChatMessage> msgs;
-  if (!a.system.empty()) msgs.push_back({"system", a.system});
-  std::string rendered;  // template text already fed to the model
-  std::fprintf(stderr, "[turbokv] chat with %s (kv %s). Empty line or Ctrl-D quits.\n",
+  Chat chat(*eng, a, seq.value());
+  std::fprintf(stderr, "[turbokv] chat with %s (kv %s). /help for commands; Ctrl-D quits.\n",
                eng->model().config().name.c_str(), eng->cache().scheme_name().c_str());
+  catch_sigint();
   std::string line;
-  while (true) {
-    std::fputs("\n> ", stdout);
-    std::fflush(stdout);
-    if (!std::getline(std::cin, line) || line.empty()) break;
-    msgs.push_back({"user", line});
-    auto full = tok.apply_chat_template(msgs, true);
-    if (!full.ok()) {
-      std::fprintf(stderr, "error: %s\n", full.status().message().c_str());
+  for (int interrupts = 0; interrupts < 2;) {
+    const Input in = read_line(line);
+    if (in == Input::kEnd) break;
+    if (in == Input::kInterrupt) {
+      if (++interrupts < 2) std::fputs("\n[chat] Ctrl-C again, /quit or Ctrl-D leaves\n", stderr);
+      continue;
+    }
+    interrupts = 0;
+    if (line.empty()) continue;
+    if (line[0] == '/') {
+      if (!chat.command(line)) break;
+      continue;
+    }
+    if (Status st = chat.turn(line); !st.ok()) {
+      std::fprintf(stderr, "\nerror: %s\n", st.message().c_str());
       return 1;
     }
-    // Feed only the new suffix of the rendered conversation.
-    const std::string suffix = full.value().substr(rendered.size());
-    const auto ids = tok.encode(suffix, /*add_special=*/rendered.empty(), /*parse_special=*/true);
-    std::string reply;
-    auto st =
-        eng->generate(seq.value(), ids, a.n_predict, a.sp, [&](int32_t, const std::string& piece) {
-          reply += piece;
-          std::fwrite(piece.data(), 1, piece.size(), stdout);
-          std::fflush(stdout);
-          return true;
-        });
-    if (!st.ok()) {
-      std::fprintf(stderr, "\nerror: %s\n", st.status().message().c_str());
-      return 1;
-    }
-    msgs.push_back({"assistant", reply});
-    auto closed = tok.apply_chat_template(msgs, false);
-    if (!closed.ok()) return 1;
-    // The cache holds the prompt plus the generated tokens (minus the end-of-turn
-    // marker); re-sync by trimming to the prompt and feeding the closed turn text.
-    rendered = full.value();
-    const int64_t keep =
-        eng->cache().seq_len(seq.value()) - static_cast<int64_t>(st.value().decode_steps);
-    eng->cache().trim_seq(seq.value(), keep);
-    const std::string tail = closed.value().substr(rendered.size());
-    std::vector<float> logits;
-    auto tail_ids = tok.encode(tail, false, true);
-    if (!tail_ids.empty()) {
-      auto s2 = eng->prefill(seq.value(), tail_ids, &logits);
-      if (!s2.ok()) {
-        std::fprintf(stderr, "\nerror: %s\n", s2.message().c_str());
-        return 1;
-      }
-    }
-    rendered = closed.value();
-    std::fprintf(stderr, "\n[%.1f tok/s]", st.value().decode_tok_s());
   }
+  print_kv_summary(*eng, a.common, seq.value());
   return 0;
 }
 }  // namespace
@@ -83,10 +211,12 @@ int run_chat(ChatArgs& a) {
 RunFn add_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub = app.add_subcommand("chat", "Interactive chat using the model's chat template");
+  a->sub = sub;
   add_common_options(sub, a->common);
   add_sampling_options(sub, a->sp);
   sub->add_option("--system", a->system, "System message");
-  sub->add_option("-n,--n-predict", a->n_predict, "Max tokens per reply");
+  sub->add_option("-n,--n-predict", a->n_predict, "Max tokens per reply")
+      ->check(int_range("--n-predict", 1, INT32_MAX));
   return [a] { return run_chat(*a); };
 }
 

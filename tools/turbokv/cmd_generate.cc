@@ -1,76 +1,108 @@
 // turbokv generate: a prompt in, tokens streamed to stdout, speed and KV bytes at the end.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "tools/turbokv/commands.h"
+#include "tools/turbokv/stop.h"
 
 namespace tkv::cli {
 namespace {
 struct GenerateArgs {
   CommonOptions common;
   std::string prompt = "Once upon a time";
+  std::string prompt_file;
   int n_predict = 128;
   bool chat = false;
   std::string system;
+  std::vector<std::string> stops;
   sampling::SamplerParams sp;
+  CLI::App* sub = nullptr;
 };
-}  // namespace
 
-static int run_generate(GenerateArgs& a) {
-  auto eng = make_engine(a.common);
-  if (!eng) return 1;
-  const auto& tok = eng->tokenizer();
+// Flag checks before the model is loaded; false after printing the error.
+bool check_flags(GenerateArgs& a) {
+  if (!a.prompt_file.empty()) {
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "error: [generate] cannot read prompt file '%s'\n",
+                   a.prompt_file.c_str());
+      return false;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    a.prompt = ss.str();
+  }
+  if (!a.chat) warn_no_effect(a.sub, "--system", "without --chat");
+  return check_common(a.sub, a.common) && finish_sampling(a.sub, a.sp);
+}
+
+// Prompt text -> token ids, through the chat template with --chat.
+Result<std::vector<int32_t>> prompt_tokens(const GenerateArgs& a, const tok::Tokenizer& tok) {
   std::string text = a.prompt;
   if (a.chat) {
     std::vector<tok::ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", a.prompt});
-    auto r = tok.apply_chat_template(msgs, true);
-    if (!r.ok()) {
-      std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
-      return 1;
-    }
-    text = r.value();
+    TKV_ASSIGN_OR_RETURN(text, tok.apply_chat_template(msgs, true));
   }
-  const std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+void print_timings(runtime::Engine& eng, const runtime::GenerateStats& s) {
+  const double gbs =
+      s.decode_tok_s() * static_cast<double>(eng.model().weight_bytes_per_token()) / 1e9;
+  std::fprintf(stderr,
+               "\n[turbokv] finish: %s\n[turbokv] prefill %lld tok at %.1f tok/s | decode %lld tok "
+               "at %.1f tok/s (%.1f GB/s of weights)\n",
+               runtime::finish_reason_name(s.finish), static_cast<long long>(s.prompt_tokens),
+               s.prefill_tok_s(), static_cast<long long>(s.gen_tokens), s.decode_tok_s(), gbs);
+}
+}  // namespace
+
+static int run_generate(GenerateArgs& a) {
+  if (!check_flags(a)) return 1;
+  auto eng = make_engine(a.common);
+  if (!eng) return 1;
+  if (a.chat && !check_chat_template(*eng, a.common.model)) return 1;
+  auto ids = prompt_tokens(a, eng->tokenizer());
+  if (!ids.ok()) {
+    std::fprintf(stderr, "error: %s\n", ids.status().message().c_str());
+    return 1;
+  }
+  // Checked before any prefill: a prompt that cannot fit would fail only at the end.
+  if (static_cast<int64_t>(ids.value().size()) > a.common.ctx) {
+    std::fprintf(stderr,
+                 "error: [generate] the prompt is %zu tokens, longer than the context (-c %lld); "
+                 "raise -c or shorten the prompt\n",
+                 ids.value().size(), static_cast<long long>(a.common.ctx));
+    return 1;
+  }
   auto seq = eng->cache().create_seq();
   if (!seq.ok()) {
     std::fprintf(stderr, "error: %s\n", seq.status().message().c_str());
     return 1;
   }
   if (!a.chat) std::fputs(a.prompt.c_str(), stdout);
+  StopStream out(a.stops, [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  });
   auto st = eng->generate(
-      seq.value(), ids, a.n_predict, a.sp,
-      [](int32_t, const std::string& piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      },
-      progress_bar);
+      seq.value(), ids.value(), a.n_predict, a.sp,
+      [&](int32_t, const std::string& piece) { return out.add(piece); }, progress_bar);
+  out.flush();
   std::fputs("\n", stdout);
   if (!st.ok()) {
     std::fprintf(stderr, "error: %s\n", st.status().message().c_str());
     return 1;
   }
-  const auto& s = st.value();
-  const auto& kv = eng->cache();
-  const int64_t n_ctx = kv.seq_len(seq.value());
-  const double gbs =
-      s.decode_tok_s() * static_cast<double>(eng->model().weight_bytes_per_token()) / 1e9;
-  std::fprintf(
-      stderr,
-      "\n[turbokv] prefill %lld tok at %.1f tok/s | decode %lld tok at %.1f tok/s (%.1f GB/s of "
-      "weights)\n"
-      "[turbokv] kv cache %s: %zu B/token, %.2f MiB for %lld tokens (%.2f MiB allocated)\n",
-      static_cast<long long>(s.prompt_tokens), s.prefill_tok_s(),
-      static_cast<long long>(s.gen_tokens), s.decode_tok_s(), gbs, kv.scheme_name().c_str(),
-      kv.bytes_per_token(),
-      static_cast<double>(kv.bytes_per_token()) * static_cast<double>(n_ctx) / (1024.0 * 1024.0),
-      static_cast<long long>(n_ctx), static_cast<double>(kv.allocated_bytes()) / (1024.0 * 1024.0));
-  if (const kv::AttnCheck c = kv.attn_check(); c.calls > 0)
+  print_timings(*eng, st.value());
+  print_kv_summary(*eng, a.common, seq.value());
+  if (const kv::AttnCheck c = eng->cache().attn_check(); c.calls > 0)
     std::fprintf(stderr,
                  "[turbokv] --kv-attn verify: %lld attention calls, max |fused - reference| %.3g "
-                 "(max |out| %.3g, "
-                 "worst call relative %.3g)\n",
+                 "(max |out| %.3g, worst call relative %.3g)\n",
                  static_cast<long long>(c.calls), c.max_abs_err, c.max_abs_out, c.max_rel_err);
   return 0;
 }
@@ -78,11 +110,17 @@ static int run_generate(GenerateArgs& a) {
 RunFn add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt");
+  a->sub = sub;
   add_common_options(sub, a->common);
   add_sampling_options(sub, a->sp);
-  sub->add_option("-p,--prompt", a->prompt, "Prompt text");
+  auto* p = sub->add_option("-p,--prompt", a->prompt, "Prompt text");
+  sub->add_option("-f,--file", a->prompt_file, "Read the prompt from FILE")->excludes(p);
   sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_range("--n-predict", 0, INT32_MAX));
+  sub->add_option("--stop", a->stops,
+                  "Stop when the output contains STR (repeatable; output ends before it)")
+      ->take_all()
+      ->allow_extra_args(false);
   sub->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
   sub->add_option("--system", a->system, "System message (with --chat)");
   return [a] { return run_generate(*a); };

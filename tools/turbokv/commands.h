@@ -26,9 +26,28 @@ struct CommonOptions {
   int ubatch = 512;
 };
 void add_common_options(CLI::App* app, CommonOptions& o);
+// Flag checks that need more than one flag, run after parsing and before any model
+// loading: warnings for flags without effect, -m resolved to a path. False on error.
+// one_scheme: --kv-quant names the cache (false for bench --schemes).
+bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme = true);
 // Builds the engine from common options; prints the error and returns null on failure.
 std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o);
 void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);
+// After parsing: validates the sampling ranges (printing the error), warns about
+// flags greedy decoding ignores, and draws + prints a random seed unless --seed.
+bool finish_sampling(CLI::App* sub, sampling::SamplerParams& sp);
+
+// Prints "warning: FLAG has no effect WHY" when FLAG was given on sub.
+void warn_no_effect(CLI::App* sub, const std::string& flag, const std::string& why);
+
+// Integer flag check whose error names the flag, the value and a readable range.
+inline constexpr int64_t kNoMax = INT64_MAX;
+CLI::Validator int_range(const std::string& name, int64_t lo, int64_t hi);
+
+// -m NAME: "" -> $TKV_MODEL or smollm2; a known short name -> its file in the model
+// cache (error with the fetch command if absent); anything else is a path.
+Result<std::string> resolve_model(const std::string& name);
+RunFn add_models(CLI::App& app);
 
 RunFn add_generate(CLI::App& app);
 RunFn add_chat(CLI::App& app);
@@ -39,6 +58,16 @@ RunFn add_eval(CLI::App& app);
 // scheme.
 int run_kv_report(const CommonOptions& common, const std::string& budget,
                   const std::string& schemes);
+
+// Cache options (scheme, --kv-quant-start, capacity ...) the engine is built with.
+kv::CacheOptions cache_options(const CommonOptions& o);
+// Bytes the first n tokens of a sequence occupy (first --kv-quant-start tokens at bf16 cost).
+size_t kv_bytes_for_tokens(const kv::KvMemoryModel& m, int64_t n);
+// "[turbokv] kv cache SCHEME: N tokens, B bytes used (...)" on stderr.
+void print_kv_summary(runtime::Engine& eng, const CommonOptions& o, int seq);
+
+// --chat / chat: false (after printing why) when the model has no chat template.
+bool check_chat_template(runtime::Engine& eng, const std::string& model);
 
 // Progress bar on stderr for long prefills.
 void progress_bar(int64_t done, int64_t total);

@@ -1,6 +1,8 @@
 // Shared CLI plumbing: common options, engine construction, progress bar.
 #include <algorithm>
 #include <cstdio>
+#include <random>
+#include <thread>
 
 #include "base/mem_info.h"
 #include "tools/turbokv/commands.h"
@@ -27,7 +29,7 @@ void add_kv_options(CLI::App* app, CommonOptions& o) {
                            [](const std::string& v) { return kv::check_kv_scheme_syntax(v); }));
   app->add_option("--kv-quant-start", o.kv_quant_start,
                   "Keep the first N tokens of a sequence in bf16")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_range("--kv-quant-start", 0, kNoMax));
   app->add_option("--kv-quant-swa", o.kv_quant_swa, "Sliding-window layers: quant (default) | bf16")
       ->check(
           kv_validator("SWA", [](const std::string& v) { return kv::parse_swa_mode(v).status(); }));
@@ -49,40 +51,111 @@ void add_kv_options(CLI::App* app, CommonOptions& o) {
 
 }  // namespace
 
+CLI::Validator int_range(const std::string& name, int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [name, lo, hi](std::string& v) -> std::string {
+        const std::string range =
+            hi == kNoMax ? fmt::format(">= {}", lo) : fmt::format("{} to {}", lo, hi);
+        size_t pos = 0;
+        long long x = 0;
+        try {
+          x = std::stoll(v, &pos);
+        } catch (...) {
+          pos = 0;
+        }
+        if (pos != v.size() || pos == 0)
+          return fmt::format("'{}' is not an integer (valid: {})", v, range);
+        if (x < lo || x > hi) return fmt::format("value {} out of range (valid: {})", v, range);
+        return std::string();
+      },
+      "", name);
+}
+
 void add_common_options(CLI::App* app, CommonOptions& o) {
   app->add_option("-m,--model", o.model,
-                  "GGUF model file (default: SmolLM2-135M-Instruct from the model cache)");
-  app->add_option("-t,--threads", o.threads, "Threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+                  "GGUF file or short name (smollm2, gemma3, ...; see `turbokv models`); default "
+                  "$TKV_MODEL or smollm2");
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  app->add_option("-t,--threads", o.threads, "Threads (0 = all cores)")
+      ->check(int_range("--threads", 0, hw));
   add_kv_options(app, o);
-  app->add_option("-c,--ctx", o.ctx, "KV cache capacity in tokens")->check(CLI::PositiveNumber);
-  app->add_option("--ubatch", o.ubatch, "Prefill chunk size")->check(CLI::Range(1, 4096));
+  app->add_option("-c,--ctx", o.ctx,
+                  "Context: the most tokens one sequence holds (prompt + output), exactly")
+      ->check(int_range("--ctx", 1, kNoMax));
+  app->add_option("--ubatch", o.ubatch, "Prefill chunk size")
+      ->check(int_range("--ubatch", 1, 4096));
 }
 
 void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp) {
+  // Ranges are checked after parsing by sampling::validate (shared with the server).
   app->add_option("--temp", sp.temperature, "Temperature (0 = greedy)");
   app->add_option("--top-k", sp.top_k, "Top-k (0 = off)");
   app->add_option("--top-p", sp.top_p, "Top-p (1 = off)");
   app->add_option("--min-p", sp.min_p, "Min-p (0 = off)");
   app->add_option("--repeat-penalty", sp.repeat_penalty, "Repetition penalty (1 = off)");
   app->add_option("--repeat-last-n", sp.repeat_last_n,
-                  "Tokens considered by the repetition penalty");
-  app->add_option("--seed", sp.seed, "RNG seed");
+                  "Tokens considered by the repetition penalty (-1 = all, 0 = off)");
+  app->add_option("--seed", sp.seed, "RNG seed (default: random, printed)")->default_str("random");
+}
+
+bool finish_sampling(CLI::App* sub, sampling::SamplerParams& sp) {
+  if (const Status st = sampling::validate(sp); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return false;
+  }
+  if (sp.temperature == 0) {
+    for (const char* f : {"--top-k", "--top-p", "--min-p", "--seed"})
+      warn_no_effect(sub, f, "with --temp 0 (greedy)");
+  } else if (sub->count("--seed") == 0) {
+    sp.seed = std::random_device{}();
+    std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(sp.seed));
+  }
+  return true;
+}
+
+void warn_no_effect(CLI::App* sub, const std::string& flag, const std::string& why) {
+  if (sub->count(flag) > 0)
+    std::fprintf(stderr, "warning: %s has no effect %s\n", flag.c_str(), why.c_str());
+}
+
+bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme) {
+  if (one_scheme && (o.kv_quant == "bf16" || o.kv_quant == "f16")) {
+    warn_no_effect(sub, "--kv-quant-start",
+                   "with a float KV cache (--kv-quant " + o.kv_quant + ")");
+  }
+  auto path = resolve_model(o.model);
+  if (!path.ok()) {
+    std::fprintf(stderr, "error: %s\n", path.status().message().c_str());
+    return false;
+  }
+  o.model = path.value();
+  return true;
+}
+
+kv::CacheOptions cache_options(const CommonOptions& o) {
+  kv::CacheOptions c;
+  c.scheme = o.kv_quant;
+  c.quant_start = o.kv_quant_start;
+  c.swa_bf16 = kv::parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
+  c.attn = kv::parse_attn_path(o.kv_attn).value();
+  c.max_chunk_tokens = std::max<int64_t>(o.ubatch, 1);
+  c.max_tokens = o.ctx;
+  c.max_seqs = 4;
+  return c;
 }
 
 std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o) {
   runtime::EngineOptions eo;
-  eo.model_path = o.model.empty() ? runtime::default_model_path() : o.model;
+  auto path = resolve_model(o.model);
+  if (!path.ok()) {
+    std::fprintf(stderr, "error: %s\n", path.status().message().c_str());
+    return nullptr;
+  }
+  eo.model_path = path.value();
   eo.n_threads = o.threads;
   eo.ubatch = o.ubatch;
   eo.key_center = o.kv_key_center == "on";
-  eo.cache.scheme = o.kv_quant;
-  eo.cache.quant_start = o.kv_quant_start;
-  eo.cache.swa_bf16 = kv::parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
-  eo.cache.attn = kv::parse_attn_path(o.kv_attn).value();
-  eo.cache.max_chunk_tokens = std::max<int64_t>(o.ubatch, 1);
-  eo.cache.max_tokens = o.ctx;
-  eo.cache.max_seqs = 4;
+  eo.cache = cache_options(o);
   if (!o.kv_budget.empty()) eo.kv_budget_bytes = parse_byte_size(o.kv_budget).value();
   auto r = runtime::Engine::create(eo);
   if (!r.ok()) {
@@ -90,6 +163,19 @@ std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o) {
     return nullptr;
   }
   return std::move(r).value();
+}
+
+bool check_chat_template(runtime::Engine& eng, const std::string& model) {
+  // Without tokenizer.chat_template the tokenizer would fall back to a format guessed
+  // from the vocabulary (a base model has Gemma's turn tokens but was never trained
+  // on them): refuse rather than chat in a format the model does not know.
+  if (!eng.model().gguf().get_string_or("tokenizer.chat_template", "").empty()) return true;
+  std::fprintf(stderr,
+               "error: [cli] model %s (%s) has no chat template (tokenizer.chat_template is "
+               "absent): it is likely a base model; use an instruct model, or run generate "
+               "without --chat\n",
+               eng.model().config().name.c_str(), model.c_str());
+  return false;
 }
 
 void progress_bar(int64_t done, int64_t total) {

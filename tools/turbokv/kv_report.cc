@@ -1,6 +1,7 @@
 // turbokv bench --kv-report: KV memory per scheme for the loaded model: bytes per
 // token over all layers, the bytes a cache of --ctx tokens actually allocates,
 // and the longest single-sequence context that fits in --kv-budget.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -18,6 +19,33 @@ size_t parse_bytes(const std::string& s) {
 }
 
 }  // namespace
+
+size_t kv_bytes_for_tokens(const kv::KvMemoryModel& m, int64_t n) {
+  // --kv-quant-start keeps the first tokens bf16 in the full-attention layers; the
+  // other layers (and every later token) cost the scheme's bytes.
+  const auto un = static_cast<size_t>(std::max<int64_t>(n, 0));
+  const size_t prefix = std::min(un, static_cast<size_t>(m.prefix_tokens));
+  const size_t rest_layers = m.bytes_per_token - m.full_bytes_per_token;
+  return un * rest_layers + prefix * m.prefix_bytes_per_token +
+         (un - prefix) * m.full_bytes_per_token;
+}
+
+void print_kv_summary(runtime::Engine& eng, const CommonOptions& o, int seq) {
+  const auto& kv = eng.cache();
+  const int64_t n = kv.seq_len(seq);
+  auto m = kv::kv_memory_model(kv.shape(), cache_options(o));
+  const size_t used = m.ok() ? kv_bytes_for_tokens(m.value(), n) : kv.bytes_per_token() * n;
+  const std::string start = o.kv_quant_start > 0 && m.ok() && m.value().prefix_tokens > 0
+                                ? fmt::format("; first {} tokens bf16, then {} B/token",
+                                              o.kv_quant_start, kv.bytes_per_token())
+                                : "";
+  std::fprintf(stderr,
+               "[turbokv] kv cache %s: %lld tokens, %zu bytes used (%.1f B/token%s), %.2f MiB "
+               "allocated\n",
+               kv.scheme_name().c_str(), static_cast<long long>(n), used,
+               n > 0 ? static_cast<double>(used) / static_cast<double>(n) : 0.0, start.c_str(),
+               static_cast<double>(kv.allocated_bytes()) / 1048576.0);
+}
 
 int run_kv_report(const CommonOptions& common, const std::string& budget_text,
                   const std::string& schemes_text) {
