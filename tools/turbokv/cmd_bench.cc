@@ -250,8 +250,8 @@ RunFn add_bench(CLI::App& app) {
     if (a->kv_report) {
       for (const char* f : {"--json", "--fill", "-p", "-n", "-d", "-r"})
         warn_no_effect(sub, f, "with --kv-report");
-      return run_kv_report(a->common,
-                           a->common.kv_budget.empty() ? "8GiB" : a->common.kv_budget, a->schemes);
+      return run_kv_report(a->common, a->common.kv_budget.empty() ? "8GiB" : a->common.kv_budget,
+                           a->schemes);
     }
     return run_bench(*a, sub);
   };
