@@ -81,7 +81,7 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   if (part <= 0 && tc && blocks <= sms && len >= kOneWaveMinLen) {
     // One wave of 16-warp blocks, one per SM (mma_warps 16 below): the SM's 16 consumer
     // warps share one pipeline, so they finish together. With 4 or 2 blocks per SM the
-    // blocks of one SM drifted apart by up to 35 % and the SM idled its last ~15 % (run 15,
+    // blocks of one SM drifted apart by up to 35 % and the SM idled its last ~15 % (measured,
     // docs/bench/cuda.md); 16-token slots per warp, 256-token stages.
     const int n = std::max<int64_t>(1, sms / blocks);
     part = ((len + n - 1) / n + 255) / 256 * 256;

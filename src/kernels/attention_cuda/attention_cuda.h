@@ -36,7 +36,7 @@ struct DecodeCudaParams {
   // purpose across calls, zeroed once by the caller (cudaMemset). Each call counts the
   // finished partitions of a block row in them and leaves them zero again (the last block
   // wraps its counter), so the per-call reset of the workspace's counters (a
-  // cudaMemsetAsync, ~1 us per call on the H200, run 16) is skipped. One stream at a time, like the
+  // cudaMemsetAsync, ~1 us per call on the H200) is skipped. One stream at a time, like the
   // workspace. Null: the workspace's counters, reset by each call.
   int* merge_counters = nullptr;
   // Tensor-core path with merge_counters set: launch with programmatic stream serialization

@@ -208,11 +208,11 @@ __device__ __forceinline__ void qk_tile(float (&s)[4], const QFrag& qf, const ui
 // page size), one __syncthreads per tile; 1 = a fifth, producer warp issues K and V as TMA
 // page boxes and the three 128-byte scale runs of each warp's 16 tokens as 1-D bulk copies
 // (page_size >= 16) on per-stage "full" mbarriers; the 4 consumer warps free a stage on its
-// "empty" mbarrier (no block-wide sync in the loop, no issue code in the consumers; run 14);
+// "empty" mbarrier (no block-wide sync in the loop, no issue code in the consumers);
 // 2 = mode 1 for page_size >= 64: lane 0 of a producer warp copies its 4 slots (64 tokens of
-// one page) by one box or run per plane, 5 copies per 64 tokens instead of per 16 (run 17:
+// one page) by one box or run per plane, 5 copies per 64 tokens instead of per 16 (measured:
 // -10 % at long contexts). A mode of its own so mode 1's code stays as it was (the page-size
-// test in mode 1's loop cost page 16 5-8 %, run 17).
+// test in mode 1's loop cost page 16 5-8 %).
 // kSt = 3 pipeline stages (4 measured no faster: docs/bench/cuda.md runs 11, 14).
 // Stage s of a block's dynamic shared memory: K [kTok][128] (16-byte units XOR-swizzled
 // by token, unit u of token t at u ^ (t & 7), by TMA's 128-byte swizzle on a 1024-aligned
@@ -356,8 +356,7 @@ __device__ __forceinline__ void softmax_step(const float (&s)[4], float (&m)[2],
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(kFull, mx[i], 16));
   }
   const float mn0 = fmaxf(m[0], mx[0]), mn1 = fmaxf(m[1], mx[1]);
-  if constexpr (kSlack ==
-                0) {  // spelled as before run 25, so k8v3's PTX stayed the tested kernel's
+  if constexpr (kSlack == 0) {  // spelled so that k8v3 keeps its tested PTX
     if (mn0 > m[0] ||
         mn1 > m[1]) {  // uniform over the 8 rows of a column; acc lanes are the same lanes
       const float c0 = mn0 > m[0] ? fast_exp2(m[0] - mn0) : 1.0f,
@@ -570,7 +569,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads,
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int tw = 16 * warp;
-  // Lean tiles (run 25, docs/bench/cuda.md): full tiles skip the masks and -inf tests, and
+  // Lean tiles (docs/bench/cuda.md): full tiles skip the masks and -inf tests, and
   // the running max moves only by more than kLeanSlack. Measured faster for k8v4 (-2.5 %) and
   // k4v2 (-7 %), slower for k8v3 (+1 %, with 8 % fewer instructions), so k8v3 (and the bf16
   // cache) keep the exact-max code.

@@ -17,7 +17,7 @@ constexpr unsigned kFull = 0xffffffffu;
 // quant::bitpack_pack stream at out[0, 32 * bits / 8): lane b builds byte b from the
 // elements that overlap it (LSB-first, no element written twice, so the bytes equal
 // bitpack_pack's ORs). 8-bit: each lane its own byte. Called by the whole warp after the
-// indices are in shared memory (run 18; lane 0 packing all 32 ran serially before).
+// indices are in shared memory (lane 0 packing all 32 ran serially before).
 __device__ __forceinline__ void store_group(const uint8_t* idx, int bits, uint8_t* out, int lane) {
   if (bits == 8) {
     out[lane] = idx[lane];
@@ -93,8 +93,8 @@ __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t ro
   }
 }
 
-// Turbo: 2 head_dim threads, K by threads [0, d) and V by [d, 2d) side by side (run 18;
-// one after the other before). Every global read (slot, the input element, its sign, the
+// Turbo: 2 head_dim threads, K by threads [0, d) and V by [d, 2d) side by side
+// (they ran one after the other before). Every global read (slot, the input element, its sign, the
 // codebook boundaries) is issued first, so the block waits for one DRAM trip, not four.
 // bf16: head_dim threads, K and V stored per element.
 __global__ void __launch_bounds__(1024)
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(1024)
   // programmatic_launch) may start now; it waits for this grid's writes before its reads.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Block b = (token b % n_tokens, kv head b / n_tokens): token fastest, as the 2-D grid
-  // before run 13 (kv head fastest measured equal for turbo, 7 % slower for bf16).
+  // in an earlier layout (kv head fastest measured equal for turbo, 7 % slower for bf16).
   const int t = blockIdx.x % p.n_tokens, h = blockIdx.x / p.n_tokens;
   const PagedKvFormat& f = p.cache.format;
   const int d = f.head_dim;
