@@ -4,8 +4,10 @@
 // baseline is x86-64-v3). Rows (token × kv-head) are split across the thread pool.
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*(), which -Wuninitialized
 // flags at the header line once inlined (GCC bug 105593); silence it for this TU only.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstring>
