@@ -9,6 +9,11 @@ target_compile_options(tkv_flags INTERFACE
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   target_compile_options(tkv_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=${TKV_MARCH}>)
 endif()
+# GCC in ISO mode (-std=c++20) does not contract a*b+c into an FMA; clang 14 does by
+# default. Off for both, so kernels that promise bit-equal prefill and decode keep it.
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(tkv_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
+endif()
 if(TKV_SANITIZE)
   target_compile_options(tkv_flags INTERFACE -fsanitize=${TKV_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(tkv_flags INTERFACE -fsanitize=${TKV_SANITIZE})

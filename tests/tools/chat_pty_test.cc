@@ -36,7 +36,7 @@ class PtyChat {
   }
   void send(const std::string& s) { ASSERT_EQ(write(fd_, s.data(), s.size()), ssize_t(s.size())); }
   // Reads until `what` appears after offset `from` of the transcript (or the timeout).
-  bool wait_for(const std::string& what, size_t from, double seconds = 15) {
+  bool wait_for(const std::string& what, size_t from, double seconds = 60) {
     const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
     while (out_.find(what, from) == std::string::npos) {
       if (Clock::now() > end || !read_some(end)) return false;
