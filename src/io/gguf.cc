@@ -164,6 +164,8 @@ Status read_alignment(const GgufCursor& cur, const GgufValue* a, size_t* alignme
   const uint64_t v = std::get<uint64_t>(a->scalar);
   if (v == 0 || (v & (v - 1)) != 0)
     return cur.error("general.alignment {} is not a power of two", v);
+  // Tensor blocks are read in place (fp16/fp32 fields): 8-byte alignment at least.
+  if (v < 8) return cur.error("general.alignment {} is below 8 (tensor data must be aligned)", v);
   *alignment = static_cast<size_t>(v);
   return {};
 }

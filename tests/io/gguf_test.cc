@@ -239,6 +239,9 @@ std::vector<Hostile> hostile_cases() {
                "not a power of two"});
   c.push_back({"alignment 0", GgufBuilder().kv("general.alignment", 4, uint32_t{0}).build(),
                "not a power of two"});
+  // A fuzzer-found case: alignment 1 let a Q8_0 block (fp16 scale) sit at an odd address.
+  c.push_back(
+      {"alignment 1", GgufBuilder().kv("general.alignment", 4, uint32_t{1}).build(), "below 8"});
   c.push_back({"alignment u64", GgufBuilder().kv("general.alignment", 10, uint64_t{32}).build(),
                "expected u32"});
   c.push_back({"n_dims 5", GgufBuilder().tensor("t", {1, 1, 1, 1, 4}, 0, f32).build(), "n_dims 5"});
