@@ -18,16 +18,9 @@ namespace tkv::eval {
 Result<uint64_t> hash_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return make_error(StatusCode::kNotFound, "[eval] cannot read {} to hash it", path);
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  std::vector<char> buf(1 << 20);
-  size_t got;
-  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0)
-    XXH3_64bits_update(st, buf.data(), got);
-  const bool err = std::ferror(f) != 0;
+  bool err = false;
+  const uint64_t h = base_format::hash_stream(f, &err);
   std::fclose(f);
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
   if (err) return data_loss("[eval] read error while hashing {}", path);
   return h;
 }
@@ -37,6 +30,19 @@ uint64_t hash_bytes(const std::string& bytes) {
 }
 
 namespace base_format {
+
+uint64_t hash_stream(std::FILE* f, bool* read_error) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  std::vector<char> buf(1 << 20);
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+    XXH3_64bits_update(st, buf.data(), got);
+  *read_error = std::ferror(f) != 0;
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
 
 std::string encode_header(const Header& h) {
   std::string out(kMagic, sizeof(kMagic));

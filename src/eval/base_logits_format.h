@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace tkv::eval::base_format {
@@ -35,5 +36,8 @@ void append_pod(std::string* out, const T& v) {
 }
 
 std::string encode_header(const Header& h);
+
+// XXH3-64 of the rest of f (from its current position); *read_error set on a read error.
+uint64_t hash_stream(std::FILE* f, bool* read_error);
 
 }  // namespace tkv::eval::base_format

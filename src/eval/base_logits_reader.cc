@@ -61,14 +61,9 @@ Result<Header> read_header(std::FILE* f, const std::string& name, size_t* size) 
 }
 
 Status check_payload_hash(std::FILE* f, const std::string& name, uint64_t want) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  std::vector<char> buf(1 << 20);
-  size_t got;
-  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0)
-    XXH3_64bits_update(st, buf.data(), got);
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
+  bool err = false;
+  const uint64_t h = hash_stream(f, &err);
+  if (err) return data_loss("[eval] {}: read error", name);
   if (h != want) return data_loss("[eval] {}: payload checksum mismatch (corrupt file)", name);
   return Status();
 }
