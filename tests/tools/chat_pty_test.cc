@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/model/test_models.h"
 
@@ -81,6 +83,16 @@ class PtyChat {
   std::string out_;
 };
 
+// The reply text between the echoed prompt line and the "reply stopped" notice,
+// with the terminal's CR LF turned back into LF and its "^C" echo dropped.
+std::string streamed_reply(const std::string& turn) {
+  const size_t start = turn.find('\n') + 1, stop = turn.find("^C", start);
+  std::string r;
+  for (char ch : turn.substr(start, stop - start))
+    if (ch != '\r') r += ch;
+  return r;
+}
+
 TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   ASSERT_TRUE(tkv::testing::have(tkv::testing::smollm2_path()))
       << "SmolLM2 missing: run scripts/fetch-models";
@@ -96,6 +108,12 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   c.send("\x1b[A\r");
   ASSERT_TRUE(c.wait_for("/reset  forget", mark)) << c.out().substr(mark);
   ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
+  // Multi-byte UTF-8 typed at the prompt arrives intact.
+  mark = c.size();
+  c.send("/caf\xc3\xa9 \xe2\x82\xac\r");
+  ASSERT_TRUE(c.wait_for("unknown command /caf\xc3\xa9 \xe2\x82\xac;", mark))
+      << c.out().substr(mark);
+  ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
   // A long reply, interrupted by Ctrl-C once it streams: the prompt comes back.
   mark = c.size();
   c.send("Write a very long story about a dragon and a knight.\r");
@@ -103,6 +121,19 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   c.send("\x03");
   ASSERT_TRUE(c.wait_for("reply stopped (Ctrl-C)", mark)) << c.out().substr(mark);
   ASSERT_TRUE(c.wait_for("> ", c.out().find("reply stopped", mark))) << c.out().substr(mark);
+  // /save writes the conversation: the reply as it streamed, once.
+  const std::string reply = streamed_reply(c.out().substr(mark));
+  ASSERT_GE(reply.size(), 20u) << c.out().substr(mark);
+  const std::string path = ::testing::TempDir() + "chat_pty_save.json";
+  mark = c.size();
+  c.send("/save " + path + "\r");
+  ASSERT_TRUE(c.wait_for("saved 2 messages", mark)) << c.out().substr(mark);
+  ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
+  std::ifstream in(path);
+  const auto saved = nlohmann::json::parse(in);
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[1]["role"], "assistant");
+  EXPECT_EQ(saved[1]["content"].get<std::string>(), reply);
   mark = c.size();
   c.send("/reset\r");
   ASSERT_TRUE(c.wait_for("conversation cleared", mark)) << c.out().substr(mark);

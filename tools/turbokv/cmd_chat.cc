@@ -2,7 +2,13 @@
 // KV cache keeps the conversation; each turn feeds only the new tokens. Line
 // editing and history come from libedit on a terminal; Ctrl-C stops a reply.
 #include <editline/readline.h>
+#include <langinfo.h>
+#include <poll.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <clocale>
+#include <cstring>
 
 #include <atomic>
 #include <csignal>
@@ -39,12 +45,47 @@ void catch_sigint() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
+// One byte of terminal input, waiting in short polls so a Ctrl-C that arrives
+// while libedit waits is seen at once; -1 on end of input or an interrupt.
+int read_byte() {
+  for (;;) {
+    if (g_interrupted) return -1;
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    const int r = poll(&p, 1, 100);
+    if (r < 0 && errno != EINTR) return -1;
+    if (r <= 0) continue;
+    unsigned char c = 0;
+    const ssize_t n = read(STDIN_FILENO, &c, 1);
+    if (n == 1) return c;
+    if (n == 0 || (errno != EINTR && errno != EAGAIN)) return -1;
+  }
+}
+
+// libedit's input function: one character as a code point (libedit stores the
+// value as a wide character, so UTF-8 is decoded here). libedit's own reader
+// retries a read interrupted by a signal and leaves the terminal in cooked mode
+// after its handler runs, so a Ctrl-C at the prompt would go unseen.
+extern "C" int chat_getc(FILE*) {
+  const int b0 = read_byte();
+  if (b0 < 0x80) return b0;  // ASCII or -1
+  const int extra = b0 >= 0xF0 ? 3 : b0 >= 0xE0 ? 2 : b0 >= 0xC0 ? 1 : 0;
+  int cp = b0 & (0x3F >> extra);
+  for (int i = 0; i < extra; ++i) {
+    const int b = read_byte();
+    if (b < 0) return -1;
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  return extra == 0 ? 0xFFFD : cp;
+}
+
 enum class Input { kLine, kEnd, kInterrupt };
 
 // One input line: libedit with history on a terminal, plain getline otherwise.
 Input read_line(std::string& line) {
   g_interrupted = false;
   if (isatty(STDIN_FILENO)) {
+    rl_catch_signals = 0;  // read before libedit's first use
+    rl_getc_function = chat_getc;
     char* s = readline("> ");
     if (g_interrupted) {
       std::free(s);
@@ -184,6 +225,10 @@ int run_chat(ChatArgs& a) {
   std::fprintf(stderr, "[turbokv] chat with %s (kv %s). /help for commands; Ctrl-D quits.\n",
                eng->model().config().name.c_str(), eng->cache().scheme_name().c_str());
   catch_sigint();
+  // libedit edits wide characters: the model speaks UTF-8, so the terminal is
+  // read as UTF-8 whatever the locale says (only the character type changes).
+  if (!std::setlocale(LC_CTYPE, "") || std::strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+    std::setlocale(LC_CTYPE, "C.UTF-8");
   std::string line;
   for (int interrupts = 0; interrupts < 2;) {
     const Input in = read_line(line);
