@@ -47,6 +47,19 @@ struct CacheOptions {
   // --kv-budget: the most bytes the pools may take; creation fails past it.
   // 0 = default_kv_budget(0).
   size_t budget_bytes = 0;
+  // Prefix sharing (docs/kv-cache.md): seeds the content keys of full pages, so it
+  // must change whenever the KV a token gets changes (make_prefix_namespace).
+  // 0 = prefix sharing off.
+  uint64_t prefix_namespace = 0;
+};
+
+// Counters of prefix sharing since the cache was created.
+struct PrefixStats {
+  int64_t lookups = 0;           // attach_prefix calls that searched the index
+  int64_t looked_up_tokens = 0;  // tokens those calls were given
+  int64_t hit_tokens = 0;        // tokens they mapped from cached pages
+  int64_t cached_pages = 0;      // pages in the index now (referenced or not)
+  int64_t evictions = 0;         // cached pages reclaimed by reserve()
 };
 
 // Largest values a cache accepts, so every size derived from them fits in int64.
@@ -86,7 +99,27 @@ class KvCache {
   virtual void free_seq(int seq) = 0;
   virtual Result<int> fork_seq(int src) = 0;
   virtual int64_t seq_len(int seq) const = 0;
+  // Drops tokens past n_tokens. A page shared with another sequence or the prefix
+  // index stays mapped; the next reserve() copies it before anything is written
+  // into it (copy-on-write), so trimming never fails.
   virtual void trim_seq(int seq, int64_t n_tokens) = 0;
+
+  // Prefix sharing (all no-ops returning 0 when CacheOptions::prefix_namespace is
+  // 0 or the layout does not support it, see docs/kv-cache.md).
+  // For an empty seq: maps the longest run of cached full pages whose blocks match
+  // tokens[0, n) into seq, sets seq_len to the tokens reused and returns it. At
+  // most the largest multiple of page_size below n is reused, so the caller still
+  // computes at least one token (and gets its logits).
+  virtual int64_t attach_prefix(int seq, const int32_t* tokens, int64_t n) = 0;  // tokens: [n]
+  // After tokens[0, n) of seq are committed: indexes seq's full pages covering
+  // them. Idempotent; blocks already in the index are skipped.
+  virtual void publish_prefix(int seq, const int32_t* tokens, int64_t n) = 0;  // tokens: [n]
+  // Drops every unreferenced cached page back to the free list and empties the index.
+  virtual void clear_prefix_cache() = 0;
+  virtual PrefixStats prefix_stats() const = 0;
+  // Pages (of page_size tokens) the full-attention scheme store can still hand
+  // out: free pages plus cached pages no sequence references (evicted on demand).
+  virtual int64_t available_pages() const = 0;
 
   // Allocates room for n_new tokens after seq_len(seq); fails when full.
   virtual Status reserve(int seq, int64_t n_new) = 0;
@@ -108,6 +141,12 @@ class KvCache {
   // Fused-vs-reference agreement under AttnPath::kVerify (all zero otherwise).
   virtual AttnCheck attn_check() const = 0;
 };
+
+// A prefix_namespace for CacheOptions: XXH3-64 of the model identity (e.g. a
+// file hash), the scheme, quant_start, the sliding-window format and key
+// centering: everything that changes the KV a token gets. Never 0.
+uint64_t make_prefix_namespace(const std::string& model_identity, const CacheOptions& opts,
+                               bool key_center);
 
 // Builds the cache named by opts.scheme for the given model shape.
 Result<std::unique_ptr<KvCache>> create_cache(const KvShape& shape, const CacheOptions& opts);

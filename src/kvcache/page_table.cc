@@ -8,7 +8,10 @@ namespace tkv::kv {
 PageTable::PageTable(int64_t n_pages, int page_size, int max_seqs)
     : page_size_(page_size),
       refcount_(static_cast<size_t>(n_pages), 0),
-      seqs_(static_cast<size_t>(max_seqs)) {
+      seqs_(static_cast<size_t>(max_seqs)),
+      key_(static_cast<size_t>(n_pages), 0),
+      indexed_(static_cast<size_t>(n_pages), 0),
+      lru_(n_pages) {
   free_.reserve(static_cast<size_t>(n_pages));
   for (int64_t p = n_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
 }
@@ -33,13 +36,33 @@ void PageTable::unref(int32_t page) {
   if (page < 0) return;
   int& rc = refcount_[static_cast<size_t>(page)];
   TKV_CHECK(rc > 0);
-  if (--rc == 0) free_.push_back(page);
+  if (--rc > 0) return;
+  // An indexed page keeps its content for later prefix hits until evicted.
+  if (indexed(page))
+    lru_.push_back(page);
+  else
+    free_.push_back(page);
+}
+
+int32_t PageTable::take_page() {
+  if (!free_.empty()) {
+    const int32_t p = free_.back();
+    free_.pop_back();
+    return p;
+  }
+  const int32_t p = lru_.pop_front();
+  index_.erase(key_[static_cast<size_t>(p)]);
+  indexed_[static_cast<size_t>(p)] = 0;
+  ++evictions_;
+  return p;
 }
 
 void PageTable::free_seq(int seq) {
   TKV_CHECK(valid_seq(seq));
   Seq& s = seqs_[static_cast<size_t>(seq)];
-  for (int32_t p : s.pages) unref(p);
+  // Last page first: its cached pages then enter the LRU deepest-first, so a
+  // chain is evicted from its end and its remaining head stays reachable.
+  for (auto it = s.pages.rbegin(); it != s.pages.rend(); ++it) unref(*it);
   s = Seq{};
 }
 
@@ -51,7 +74,7 @@ Result<int> PageTable::fork_seq(int src, int64_t* copy_src_page, int64_t* copy_d
   Seq& d = seqs_[static_cast<size_t>(dst)];
   const int64_t full = s.n_tokens / page_size_;
   const bool partial = s.n_tokens % page_size_ != 0;
-  if (partial && free_.empty()) {
+  if (partial && n_available_pages() == 0) {
     d = Seq{};
     return make_error(StatusCode::kResourceExhausted, "[kvcache] no free page to fork sequence {}",
                       src);
@@ -63,8 +86,7 @@ Result<int> PageTable::fork_seq(int src, int64_t* copy_src_page, int64_t* copy_d
     d.pages.push_back(p);
   }
   if (partial) {
-    const int32_t np = free_.back();
-    free_.pop_back();
+    const int32_t np = take_page();
     refcount_[static_cast<size_t>(np)] = 1;
     d.pages.push_back(np);
     *copy_src_page = s.pages[static_cast<size_t>(full)];
@@ -73,21 +95,34 @@ Result<int> PageTable::fork_seq(int src, int64_t* copy_src_page, int64_t* copy_d
   return dst;
 }
 
-Status PageTable::reserve(int seq, int64_t n_new) {
+Status PageTable::reserve(int seq, int64_t n_new, PageCopy* cow) {
   TKV_CHECK(valid_seq(seq));
   Seq& s = seqs_[static_cast<size_t>(seq)];
   const int64_t need = (s.n_tokens + n_new + page_size_ - 1) / page_size_;
   const int64_t add = need - static_cast<int64_t>(s.pages.size());
-  if (add > static_cast<int64_t>(free_.size()))
+  // After a trim into a shared or indexed page, the next write lands in it: copy first.
+  const int64_t last = s.n_tokens / page_size_;
+  const bool copy = n_new > 0 && s.n_tokens % page_size_ != 0 &&
+                    s.pages[static_cast<size_t>(last)] >= 0 &&
+                    !writable(s.pages[static_cast<size_t>(last)]);
+  if (add + (copy ? 1 : 0) > n_available_pages())
     return make_error(StatusCode::kResourceExhausted,
                       "[kvcache] out of KV pages: sequence needs {} more pages of {} tokens, {} "
                       "free (context full)",
-                      add, page_size_, free_.size());
-  // A shared (forked) last page must not be written: the fork copied it, so only
-  // pages past n_tokens are new here.
+                      add + (copy ? 1 : 0), page_size_, n_available_pages());
+  if (copy) {
+    TKV_CHECK(cow != nullptr);
+    int32_t& slot = s.pages[static_cast<size_t>(last)];
+    const int32_t np = take_page();
+    refcount_[static_cast<size_t>(np)] = 1;
+    *cow = {slot, np};
+    // The copy is made by the caller before any write; the old page is intact
+    // until a reserve reuses it, and unref keeps it referenced or cached.
+    unref(slot);
+    slot = np;
+  }
   for (int64_t i = 0; i < add; ++i) {
-    const int32_t p = free_.back();
-    free_.pop_back();
+    const int32_t p = take_page();
     refcount_[static_cast<size_t>(p)] = 1;
     s.pages.push_back(p);
   }
@@ -120,6 +155,36 @@ void PageTable::release_before(int seq, int64_t keep_from) {
     unref(p);
     p = -1;
   }
+}
+
+int32_t PageTable::find_cached(uint64_t key) const {
+  const auto it = index_.find(key);
+  return it == index_.end() ? -1 : it->second;
+}
+
+bool PageTable::index_page(int32_t page, uint64_t key) {
+  TKV_CHECK(page >= 0 && page < n_pages() && refcount(page) > 0);
+  if (indexed(page) || index_.count(key) != 0) return false;
+  index_.emplace(key, page);
+  key_[static_cast<size_t>(page)] = key;
+  indexed_[static_cast<size_t>(page)] = 1;
+  return true;
+}
+
+void PageTable::map_cached(int seq, int32_t page) {
+  TKV_CHECK(valid_seq(seq) && page >= 0 && page < n_pages() && indexed(page));
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  TKV_CHECK(s.n_tokens % page_size_ == 0 &&
+            static_cast<int64_t>(s.pages.size()) == s.n_tokens / page_size_);
+  if (refcount_[static_cast<size_t>(page)]++ == 0) lru_.remove(page);
+  s.pages.push_back(page);
+  s.n_tokens += page_size_;
+}
+
+void PageTable::clear_index() {
+  while (!lru_.empty()) free_.push_back(lru_.pop_front());
+  for (auto& kv : index_) indexed_[static_cast<size_t>(kv.second)] = 0;
+  index_.clear();
 }
 
 }  // namespace tkv::kv

@@ -1,5 +1,5 @@
 // PagedCache: one implementation for bf16, affine and TurboQuant KV (see
-// paged_cache.h, docs/kv-cache.md). A store covers positions [begin, end) of its
+// paged_cache_impl.h, docs/kv-cache.md). A store covers positions [begin, end) of its
 // layers; a page is [n_kv_heads, page_size, row_bytes] so a kv head's tokens are
 // contiguous for the fused kernel. Sliding-window stores release pages behind
 // the window (one page of slack so short trims stay possible).
@@ -14,97 +14,58 @@
 #include "base/log.h"
 #include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
-#include "kvcache/kv_layout.h"
-#include "kvcache/lazy_pool.h"
-#include "kvcache/page_table.h"
+#include "kvcache/paged_cache_impl.h"
 #include "quant/half.h"
 #include "quant/kv_math.h"
 
 namespace tkv::kv {
-namespace {
+namespace paged {
 
-struct Store {
-  StoreSpec spec;
-  int64_t row_bytes = 0, page_bytes = 0;
-  std::unique_ptr<PageTable> pt;
-  std::vector<LazyPool> pools;  // per layer of the group
-  int64_t local(int64_t len) const {
-    return std::clamp<int64_t>(len - spec.begin, 0, spec.end - spec.begin);
-  }
-};
+void Store::copy_page(int32_t src, int32_t dst) {
+  for (auto& pool : pools)
+    std::memcpy(pool.get() + int64_t{dst} * page_bytes, pool.get() + int64_t{src} * page_bytes,
+                static_cast<size_t>(page_bytes));
+}
 
-class PagedCache final : public KvCache {
- public:
-  PagedCache(const KvShape& shape, const CacheOptions& opts, const CacheLayout& lay)
-      : shape_(shape), opts_(opts), lay_(lay), seq_len_(static_cast<size_t>(opts.max_seqs), 0) {}
+PagedCache::PagedCache(const KvShape& shape, const CacheOptions& opts, const CacheLayout& lay)
+    : shape_(shape), opts_(opts), lay_(lay), seq_len_(static_cast<size_t>(opts.max_seqs), 0) {}
 
-  // Maps every pool; sizes were checked for overflow by plan_cache_layout.
-  Status allocate() {
-    for (const StoreSpec& sp : lay_.stores) {
-      Store st;
-      st.spec = sp;
-      st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape_.head_dim);
-      st.page_bytes = st.row_bytes * shape_.n_kv_heads * opts_.page_size;
-      st.pt = std::make_unique<PageTable>(sp.n_pages, opts_.page_size, opts_.max_seqs);
-      const size_t bytes =
-          static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
-      for (size_t l = 0; l < lay_.groups[static_cast<size_t>(sp.group)].layers.size(); ++l) {
-        st.pools.emplace_back(bytes);
-        if (!st.pools.back().ok())
-          return make_error(StatusCode::kResourceExhausted,
-                            "[kvcache] cannot map a KV pool of {} bytes", bytes);
-        allocated_ += bytes;
-      }
-      stores_.push_back(std::move(st));
+Status PagedCache::allocate() {
+  for (const StoreSpec& sp : lay_.stores) {
+    Store st;
+    st.spec = sp;
+    st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape_.head_dim);
+    st.page_bytes = st.row_bytes * shape_.n_kv_heads * opts_.page_size;
+    st.pt = std::make_unique<PageTable>(sp.n_pages, opts_.page_size, opts_.max_seqs);
+    const size_t bytes = static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
+    for (size_t l = 0; l < lay_.groups[static_cast<size_t>(sp.group)].layers.size(); ++l) {
+      st.pools.emplace_back(bytes);
+      if (!st.pools.back().ok())
+        return make_error(StatusCode::kResourceExhausted,
+                          "[kvcache] cannot map a KV pool of {} bytes", bytes);
+      allocated_ += bytes;
     }
-    return Status();
+    stores_.push_back(std::move(st));
   }
+  prefix_on_ = opts_.prefix_namespace != 0 && prefix_supported();
+  return Status();
+}
 
-  Result<int> create_seq() override {
-    int id = -1;
-    for (auto& st : stores_) {
-      TKV_ASSIGN_OR_RETURN(int s, st.pt->create_seq());
-      TKV_CHECK(id < 0 || s == id);  // stores move in lockstep
-      id = s;
-    }
-    seq_len_[static_cast<size_t>(id)] = 0;
-    return id;
+Result<int> PagedCache::create_seq() {
+  int id = -1;
+  for (auto& st : stores_) {
+    TKV_ASSIGN_OR_RETURN(int s, st.pt->create_seq());
+    TKV_CHECK(id < 0 || s == id);  // stores move in lockstep
+    id = s;
   }
-  void free_seq(int seq) override {
-    for (auto& st : stores_) st.pt->free_seq(seq);
-    seq_len_[static_cast<size_t>(seq)] = 0;
-  }
-  Result<int> fork_seq(int src) override;
-  int64_t seq_len(int seq) const override { return seq_len_[static_cast<size_t>(seq)]; }
-  void trim_seq(int seq, int64_t n) override;
-  Status reserve(int seq, int64_t n_new) override;
-  void commit(int seq, int64_t n_new) override;
-  void write(int layer, int seq, int64_t pos0, int64_t n, const float* k, const float* v) override;
-  void attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPool& pool) override;
+  seq_len_[static_cast<size_t>(id)] = 0;
+  return id;
+}
 
-  const KvShape& shape() const override { return shape_; }
-  std::string scheme_name() const override { return lay_.name; }
-  size_t bytes_per_token() const override { return lay_.memory.bytes_per_token; }
-  size_t allocated_bytes() const override { return allocated_; }
-  int64_t capacity_tokens() const override { return lay_.capacity_tokens; }
-  AttnCheck attn_check() const override {
-    std::lock_guard<std::mutex> lk(check_mu_);
-    return check_;
-  }
-
- private:
-  void verify(const kernels::KvSegmentView* segs, int n_segs, const kernels::AttnArgs& a);
-  void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k,
-                   const float* v);
-  KvShape shape_;
-  CacheOptions opts_;
-  CacheLayout lay_;
-  std::vector<Store> stores_;
-  std::vector<int64_t> seq_len_;
-  size_t allocated_ = 0;
-  mutable std::mutex check_mu_;  // attend() may run for several sequences at once
-  AttnCheck check_;
-};
+void PagedCache::free_seq(int seq) {
+  for (auto& st : stores_) st.pt->free_seq(seq);
+  seq_len_[static_cast<size_t>(seq)] = 0;
+}
 
 Result<int> PagedCache::fork_seq(int src) {
   int id = -1;
@@ -113,10 +74,7 @@ Result<int> PagedCache::fork_seq(int src) {
     TKV_ASSIGN_OR_RETURN(int s, st.pt->fork_seq(src, &sp, &dp));
     TKV_CHECK(id < 0 || s == id);
     id = s;
-    if (sp < 0) continue;
-    for (auto& pool : st.pools)
-      std::memcpy(pool.get() + dp * st.page_bytes, pool.get() + sp * st.page_bytes,
-                  static_cast<size_t>(st.page_bytes));
+    if (sp >= 0) st.copy_page(static_cast<int32_t>(sp), static_cast<int32_t>(dp));
   }
   seq_len_[static_cast<size_t>(id)] = seq_len_[static_cast<size_t>(src)];
   return id;
@@ -143,8 +101,11 @@ Status PagedCache::reserve(int seq, int64_t n_new) {
   if (n_new > opts_.max_chunk_tokens)
     return invalid_argument("[kvcache] {} new tokens in one pass exceed max_chunk_tokens {}", n_new,
                             opts_.max_chunk_tokens);
-  for (auto& st : stores_)
-    TKV_RETURN_IF_ERROR(st.pt->reserve(seq, st.local(len + n_new) - st.local(len)));
+  for (auto& st : stores_) {
+    PageCopy cow;
+    TKV_RETURN_IF_ERROR(st.pt->reserve(seq, st.local(len + n_new) - st.local(len), &cow));
+    if (cow.src >= 0) st.copy_page(cow.src, cow.dst);
+  }
   return Status();
 }
 
@@ -176,7 +137,7 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
     const int in_page = static_cast<int>(local % ps);
     const int run = static_cast<int>(std::min<int64_t>(ps - in_page, b - t));
     const int32_t page = pages[static_cast<size_t>(local / ps)];
-    TKV_CHECK(page >= 0 && st.pt->refcount(page) == 1);  // never write a shared page
+    TKV_CHECK(page >= 0 && st.pt->writable(page));  // never write a shared or indexed page
     for (int h = 0; h < nkv; ++h) {
       uint8_t* dst = st.pools[static_cast<size_t>(slot)].get() + page * st.page_bytes +
                      (int64_t{h} * ps + in_page) * st.row_bytes;
@@ -276,7 +237,7 @@ void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs,
   check_.max_rel_err = std::max(check_.max_rel_err, rel);
 }
 
-}  // namespace
+}  // namespace paged
 
 Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape,
                                                     const CacheOptions& opts) {
@@ -291,7 +252,7 @@ Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape,
   }
   TKV_RETURN_IF_ERROR(check_kv_budget(shape, opts, lay));
   try {
-    std::unique_ptr<PagedCache> c(new PagedCache(shape, opts, lay));
+    std::unique_ptr<paged::PagedCache> c(new paged::PagedCache(shape, opts, lay));
     TKV_RETURN_IF_ERROR(c->allocate());
     return std::unique_ptr<KvCache>(std::move(c));
   } catch (const std::bad_alloc&) {
