@@ -1,6 +1,6 @@
 // Vector layer of the fused paged attention (internal): the same small set of
 // operations at two widths, 8 lanes (AVX2, the build's baseline) in namespace
-// fused::avx2 and 16 lanes (AVX-512 F/BW/VL/DQ/VBMI, picked at run time) in
+// fused::avx2 and 16 lanes (AVX-512 F/BW/VL/DQ/VBMI/VNNI, picked at run time) in
 // fused::avx512. attention_fused_kernels.inc is written once against these
 // names and compiled for each. Every AVX-512 function carries TKV_FUSED_TGT512
 // so the rest of the program (std templates included) stays baseline code.
@@ -11,8 +11,10 @@
 #include <cstring>
 
 #define TKV_FUSED_TGT2 __attribute__((target("avx2,fma,f16c")))
-#define TKV_FUSED_TGT512 \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
+#define TKV_FUSED_TGT512                                                    \
+  __attribute__((                                                           \
+      target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi," \
+             "avx512vnni")))
 
 namespace tkv::kernels::fused {
 
@@ -128,6 +130,52 @@ TKV_FUSED_TGT2 inline F max(F a, F b) {
 TKV_FUSED_TGT2 inline F fnmadd(F a, F b, F c) {
   return _mm256_fnmadd_ps(a, b, c);
 }
+// Row sums of W rows of W floats (a: [W][W]): lane t = Σ_j a[t][j]. A transpose-add
+// tree, ~2 shuffles + 1 add per row instead of a horizontal sum per row.
+TKV_FUSED_TGT2 inline F hsum_rows(const float* a) {
+  F b[4];
+  for (int i = 0; i < 4; ++i) {
+    const F x = load(a + 16 * i), y = load(a + 16 * i + 8);
+    b[i] = add(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+  }
+  F c[2];
+  for (int i = 0; i < 2; ++i)
+    c[i] = add(_mm256_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+               _mm256_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+  const F e = add(_mm256_shuffle_ps(c[0], c[1], 0x88), _mm256_shuffle_ps(c[0], c[1], 0xDD));
+  return _mm256_permutevar8x32_ps(e, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+TKV_FUSED_TGT2 inline float hmax(F v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+// ---- int8 Q·K (8-bit keys): integer dots over KC key elements at a time.
+// AVX2 has no vpdpbusd and vpmaddubsw saturates its int16 pair sums (255 * 127 * 2
+// > 32767), so keys and the int8 query are widened to int16 and vpmaddwd sums
+// exact pairs: dword l of a chunk holds elements 2l, 2l+1 (all in one 32-group).
+constexpr int KC = 16;
+using QT = int16_t;             // stored query element
+constexpr int kSignedBias = 0;  // signed keys are sign-extended, no offset
+template <bool kSigned>
+TKV_FUSED_TGT2 inline I kload(const uint8_t* p, int) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return kSigned ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
+}
+TKV_FUSED_TGT2 inline I qload(const QT* q) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+}
+TKV_FUSED_TGT2 inline I idot(I k, I q) {
+  return _mm256_madd_epi16(k, q);
+}
+TKV_FUSED_TGT2 inline F qsum_lanes(const QT* q) {  // lane l: the query sum under dword l
+  return cvt(_mm256_madd_epi16(qload(q), _mm256_set1_epi16(1)));
+}
+// fp16 per-group value for each lane of chunk c (n valid elements): one group.
+template <int kGroup>
+TKV_FUSED_TGT2 inline F group_lanes(const uint8_t* p, int c, int) {
+  return set1(h2f(p + 2 * (c * KC / kGroup)));
+}
 }  // namespace avx2
 
 namespace avx512 {
@@ -233,6 +281,67 @@ TKV_FUSED_TGT512 inline F max(F a, F b) {
 }
 TKV_FUSED_TGT512 inline F fnmadd(F a, F b, F c) {
   return _mm512_fnmadd_ps(a, b, c);
+}
+// Row sums of W rows of W floats (a: [W][W]): lane t = Σ_j a[t][j], by a
+// transpose-add tree (halves, quarters, pairs, lanes).
+TKV_FUSED_TGT512 inline F hsum_rows(const float* a) {
+  F b[8];
+  for (int i = 0; i < 8; ++i) {
+    const F x = load(a + 32 * i), y = load(a + 32 * i + 16);
+    b[i] = add(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
+  }
+  F c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] = add(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+               _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  F e[2];
+  for (int i = 0; i < 2; ++i)
+    e[i] = add(_mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0x44),
+               _mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0xEE));
+  const F r = add(_mm512_shuffle_ps(e[0], e[1], 0x88), _mm512_shuffle_ps(e[0], e[1], 0xDD));
+  return _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+TKV_FUSED_TGT512 inline float hmax(F v) {
+  return _mm512_reduce_max_ps(v);
+}
+// ---- int8 Q·K (8-bit keys) with VNNI: vpdpbusd sums 4 u8 x s8 products per
+// dword, 64 key elements per chunk; dword l holds elements 4l..4l+3, so lanes
+// 0-7 are the chunk's first 32-group and 8-15 its second. Signed keys are made
+// unsigned by flipping the top bit (k + 128); kSignedBias folds the -128 back in
+// through the query sums.
+constexpr int KC = 64;
+using QT = int8_t;
+constexpr int kSignedBias = -128;
+template <bool kSigned>
+TKV_FUSED_TGT512 inline I kload(const uint8_t* p, int n) {
+  const __m512i b = n >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((1ull << n) - 1, p);
+  return kSigned ? _mm512_xor_si512(b, _mm512_set1_epi8(static_cast<char>(0x80))) : b;
+}
+TKV_FUSED_TGT512 inline I qload(const QT* q) {
+  return _mm512_load_si512(q);
+}
+TKV_FUSED_TGT512 inline I idot(I k, I q) {
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), k, q);
+}
+TKV_FUSED_TGT512 inline F qsum_lanes(const QT* q) {
+  return cvt(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), qload(q)));
+}
+// fp16 per-group value for each lane of chunk c (n valid elements). A half chunk
+// (n = 32) spreads its one group over all lanes: the masked lanes are zero and must
+// not meet the next plane's bytes (possibly inf/NaN) as a scale.
+template <int kGroup>
+TKV_FUSED_TGT512 inline F group_lanes(const uint8_t* p, int c, int n) {
+  if constexpr (kGroup == 64) {
+    return set1(h2f(p + 2 * c));
+  } else {
+    uint32_t two;
+    std::memcpy(&two, p + 4 * c, 4);
+    const __m512 v = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(two))));
+    const __m512i idx = n >= 64 ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
+                                : _mm512_setzero_si512();
+    return _mm512_permutexvar_ps(idx, v);
+  }
 }
 }  // namespace avx512
 

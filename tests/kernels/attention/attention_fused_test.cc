@@ -37,6 +37,42 @@ std::vector<Scheme> all_schemes(int d) {
 }
 
 // Dequantized K/V (and rotated V) of the segments, for the tolerance inputs.
+// Whether the fused kernel scores this scheme's keys with the int8 query.
+bool int8_query(const Scheme& sc) {
+  return !sc.is_float && sc.s.k_bits == 8;
+}
+
+// Per (token, kv head) row: Σ_e (383 |s_g| + |b_g|), the int8 path's magnitude
+// factor (|idx| <= 255 plus the signed flip's 128; b = zero·s or the affine bias).
+void int8_magnitudes(const std::vector<SegStore>& segs, int64_t n_total, int d, int nkv,
+                     std::vector<double>* mag) {
+  mag->assign(static_cast<size_t>(n_total * nkv), 0.0);
+  for (const auto& s : segs) {
+    const KvSegmentView& sv = s.view;
+    if (sv.is_float) continue;
+    const quant::KvRowLayout lay = quant::kv_row_layout(sv.scheme);
+    const bool turbo = sv.scheme.kind == quant::KvKind::kTurbo;
+    const int grp = turbo ? 32 : 64;
+    for (int64_t t = 0; t < sv.n_kv; ++t) {
+      const int32_t page = sv.page_ids[t / sv.page_size];
+      if (page < 0) continue;
+      for (int h = 0; h < nkv; ++h) {
+        const uint8_t* row =
+            sv.pool + ((int64_t{page} * nkv + h) * sv.page_size + t % sv.page_size) * lay.row_bytes;
+        double m = 0;
+        for (int g = 0; g < d / grp; ++g) {
+          uint16_t hs, hz;
+          std::memcpy(&hs, row + lay.k_scale_offset + 2 * g, 2);
+          std::memcpy(&hz, row + lay.k_zero_offset + 2 * g, 2);
+          const double sc = std::fabs(f16_to_f32(hs)), z = std::fabs(f16_to_f32(hz));
+          m += grp * (383.0 * sc + (turbo ? z * sc : z));
+        }
+        (*mag)[static_cast<size_t>((sv.pos0 + t) * nkv + h)] = m;
+      }
+    }
+  }
+}
+
 void dequant_all(const std::vector<SegStore>& segs, int64_t n_total, int d, int nkv,
                  std::vector<float>* k, std::vector<float>* v, double* r_max) {
   k->assign(static_cast<size_t>(n_total * nkv * d), 0.0f);
@@ -131,15 +167,26 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
   TolInputs ti;
   dequant_all(segs, c.n_ctx, c.d, c.nkv, &kd, &vd, &ti.r_max);
   for (float x : vd) ti.v_max = std::max(ti.v_max, static_cast<double>(std::fabs(x)));
+  std::vector<double> mag;
+  if (int8_query(sc)) int8_magnitudes(segs, c.n_ctx, c.d, c.nkv, &mag);
   for (int64_t i = 0; i < c.n_q; ++i)
-    for (int h = 0; h < n_heads; ++h)
+    for (int h = 0; h < n_heads; ++h) {
+      const float* qh = q.data() + (i * n_heads + h) * c.d;
+      double qmax = 0;
+      for (int e = 0; e < c.d; ++e) qmax = std::max(qmax, static_cast<double>(std::fabs(qh[e])));
+      const double qs = qmax / 127.0;
       for (int64_t j = 0; j < c.n_ctx; ++j) {
-        double sabs = 0;
-        for (int e = 0; e < c.d; ++e)
-          sabs += std::fabs(q[static_cast<size_t>((i * n_heads + h) * c.d + e)] *
-                            kd[static_cast<size_t>((j * c.nkv + h / c.group) * c.d + e)]);
+        const float* kj = kd.data() + (j * c.nkv + h / c.group) * c.d;
+        double sabs = 0, kabs = 0;
+        for (int e = 0; e < c.d; ++e) sabs += std::fabs(qh[e] * kj[e]), kabs += std::fabs(kj[e]);
         ti.qk_abs_max = std::max(ti.qk_abs_max, sabs * a.scale);
+        if (!int8_query(sc) || (c.quant_start > j)) continue;  // bf16 prefix: fp32 path
+        ti.q8_ds_max = std::max(ti.q8_ds_max, a.scale * qs / 2 * kabs);
+        ti.q8_mag_max =
+            std::max(ti.q8_mag_max,
+                     a.scale * qs * 127.0 * mag[static_cast<size_t>(j * c.nkv + h / c.group)]);
       }
+    }
   const double tol = fused_tolerance(ti, c.d, c.n_ctx);
   // Every inner loop this CPU can run (8-lane AVX2 always, 16-lane AVX-512 where present).
   std::vector<FusedIsa> isas = {FusedIsa::kAvx2};
@@ -158,8 +205,8 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
       if (e > max_err) max_err = e, at = i;
     }
     if (std::getenv("TKV_TEST_VERBOSE"))
-      std::printf("%s %s d%d g%d ctx%lld err %.3g tol %.3g\n", sc.name.c_str(), isa_name, c.d,
-                  c.group, (long long)c.n_ctx, max_err, tol);
+      std::printf("%s %s d%d g%d ctx%lld err %.3g tol %.3g at %zu\n", sc.name.c_str(), isa_name,
+                  c.d, c.group, (long long)c.n_ctx, max_err, tol, at);
     EXPECT_LE(max_err, tol) << sc.name << " " << isa_name << " d " << c.d << " kvh " << c.nkv
                             << " group " << c.group << " ctx " << c.n_ctx << " n_q " << c.n_q
                             << " window " << c.window << " qstart " << c.quant_start
