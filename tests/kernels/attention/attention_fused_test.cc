@@ -1,6 +1,6 @@
 // Fused paged attention == reference attention on the dequantized cache
 // (kvcodec_dequant_ref + attention_f32_ref), for every scheme, head_dim
-// 64/128/256, GQA 1/3/4/8, contexts 1, page-1, page+1 and 4097 (split-KV path),
+// 64/128/256, GQA 1/3/4/8, contexts 1, page-1, page, page+1 and 4097 (split-KV path),
 // a bf16 prefix segment (--kv-quant-start), sliding windows with released pages,
 // and deferred == eager un-rotation of turbo V. Tolerances: attention_fused_test.h.
 #include "attention_fused_test.h"
@@ -220,8 +220,8 @@ TEST(AttentionFused, MatchesReferenceShortContexts) {
   for (int d : {64, 128, 256})
     for (const Scheme& sc : all_schemes(d))
       for (int group : {1, 3, 4, 8})
-        for (int64_t n_ctx : {1, 15, 17})
-          run_case(sc, {d, 2, group, n_ctx, std::min<int64_t>(n_ctx, 5), 0, 0, 16}, pool);
+        for (int64_t n_ctx : {1, 63, 64, 65})
+          run_case(sc, {d, 2, group, n_ctx, std::min<int64_t>(n_ctx, 5), 0, 0, 64}, pool);
 }
 
 TEST(AttentionFused, MatchesReferenceLongContextSplitKv) {
