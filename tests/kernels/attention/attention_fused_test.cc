@@ -188,6 +188,30 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
       }
     }
   const double tol = fused_tolerance(ti, c.d, c.n_ctx);
+  // The sharp check of the int8 path: the reference fed the kernel's own int8 query
+  // (qs · rint(q · 127/max|q|), the same fp32 operations) must match to the fp32
+  // bound alone (q8_ds_max = 0): an error in the integer dots or the zero-point
+  // folding shows here long before it reaches the worst-case bound above. Only
+  // without a bf16 prefix (that segment scores with the fp32 query).
+  std::vector<float> ref8;
+  TolInputs ti8 = ti;
+  ti8.q8_ds_max = 0;
+  if (int8_query(sc) && qs == 0) {
+    std::vector<float> q8(q);
+    for (size_t r = 0; r < q8.size(); r += static_cast<size_t>(c.d)) {
+      float amax = 0.0f;
+      for (int e = 0; e < c.d; ++e) amax = std::max(amax, std::fabs(q8[r + e]));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, qsc = amax / 127.0f;
+      for (int e = 0; e < c.d; ++e)
+        q8[r + e] = qsc * static_cast<float>(std::lrint(q8[r + e] * inv));
+    }
+    ref8.assign(q.size(), NAN);
+    AttnArgs a8 = a;
+    a8.q = q8.data();
+    a8.out = ref8.data();
+    attention_paged_ref(views.data(), static_cast<int>(views.size()), a8);
+  }
+  const double tol8 = fused_tolerance(ti8, c.d, c.n_ctx);
   // Every inner loop this CPU can run (8-lane AVX2 always, 16-lane AVX-512 where present).
   std::vector<FusedIsa> isas = {FusedIsa::kAvx2};
   if (fused_has_avx512()) isas.push_back(FusedIsa::kAvx512);
@@ -196,22 +220,26 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
     std::vector<float> out(q.size(), NAN);
     a.out = out.data();
     attention_paged_fused_cpu(views.data(), static_cast<int>(views.size()), a, pool, isa);
-    double max_err = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(out[i]) && std::isfinite(ref[i]))
-          << sc.name << " " << isa_name << " non-finite at " << i;
-      const double e = std::fabs(static_cast<double>(out[i]) - ref[i]);
-      if (e > max_err) max_err = e, at = i;
-    }
-    if (std::getenv("TKV_TEST_VERBOSE"))
-      std::printf("%s %s d%d g%d ctx%lld err %.3g tol %.3g at %zu\n", sc.name.c_str(), isa_name,
-                  c.d, c.group, (long long)c.n_ctx, max_err, tol, at);
-    EXPECT_LE(max_err, tol) << sc.name << " " << isa_name << " d " << c.d << " kvh " << c.nkv
-                            << " group " << c.group << " ctx " << c.n_ctx << " n_q " << c.n_q
-                            << " window " << c.window << " qstart " << c.quant_start
-                            << " max err at " << at << " (fused " << out[at] << " ref " << ref[at]
-                            << ")";
+    const auto check = [&](const std::vector<float>& want, double bound, const char* what) {
+      double max_err = 0;
+      size_t at = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(out[i]) && std::isfinite(want[i]))
+            << sc.name << " " << isa_name << " non-finite at " << i;
+        const double e = std::fabs(static_cast<double>(out[i]) - want[i]);
+        if (e > max_err) max_err = e, at = i;
+      }
+      if (std::getenv("TKV_TEST_VERBOSE"))
+        std::printf("%s %s %s d%d g%d ctx%lld err %.3g tol %.3g at %zu\n", what, sc.name.c_str(),
+                    isa_name, c.d, c.group, (long long)c.n_ctx, max_err, bound, at);
+      EXPECT_LE(max_err, bound) << what << " " << sc.name << " " << isa_name << " d " << c.d
+                                << " kvh " << c.nkv << " group " << c.group << " ctx " << c.n_ctx
+                                << " n_q " << c.n_q << " window " << c.window << " qstart "
+                                << c.quant_start << " max err at " << at << " (fused " << out[at]
+                                << " ref " << want[at] << ")";
+    };
+    check(ref, tol, "vs-ref");
+    if (!ref8.empty()) check(ref8, tol8, "vs-ref-int8q");
   }
 }
 
