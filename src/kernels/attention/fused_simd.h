@@ -171,8 +171,15 @@ TKV_FUSED_TGT2 inline I idot(I k, I q) {
 TKV_FUSED_TGT2 inline F qsum_lanes(const QT* q) {  // lane l: the query sum under dword l
   return cvt(_mm256_madd_epi16(qload(q), _mm256_set1_epi16(1)));
 }
+// 4-bit keys: the chunk's 8 bytes as 16 int16, low nibbles (even elements) in
+// words 0-7, high nibbles (odd elements) in words 8-15; the query is stored in
+// that order (nibble_pos).
+TKV_FUSED_TGT2 inline I kload4(const uint8_t* p, int) {
+  const __m128i x = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_set_m128i(_mm_srli_epi16(x, 4), _mm_and_si128(x, _mm_set1_epi16(15)));
+}
 // fp16 per-group value for each lane of chunk c (n valid elements): one group.
-template <int kGroup>
+template <int kGroup, bool kNibble = false>
 TKV_FUSED_TGT2 inline F group_lanes(const uint8_t* p, int c, int) {
   return set1(h2f(p + 2 * (c * KC / kGroup)));
 }
@@ -330,7 +337,18 @@ TKV_FUSED_TGT512 inline F qsum_lanes(const QT* q) {
 // fp16 per-group value for each lane of chunk c (n valid elements). A half chunk
 // (n = 32) spreads its one group over all lanes: the masked lanes are zero and must
 // not meet the next plane's bytes (possibly inf/NaN) as a scale.
-template <int kGroup>
+// 4-bit keys: the chunk's 32 bytes (16 for a half chunk) as 64 bytes, low nibbles
+// (even elements) in bytes 0-31, high nibbles (odd elements) in bytes 32-63; the
+// query is stored in that order (nibble_pos). Lanes 0-3 and 8-11 are then the
+// chunk's first 32-group, 4-7 and 12-15 its second.
+TKV_FUSED_TGT512 inline I kload4(const uint8_t* p, int n) {
+  const __m256i b = n >= 64 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+                            : _mm256_maskz_loadu_epi8((1u << (n / 2)) - 1, p);
+  const __m256i m = _mm256_set1_epi8(15);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(b, m)),
+                            _mm256_and_si256(_mm256_srli_epi16(b, 4), m), 1);
+}
+template <int kGroup, bool kNibble = false>
 TKV_FUSED_TGT512 inline F group_lanes(const uint8_t* p, int c, int n) {
   if constexpr (kGroup == 64) {
     return set1(h2f(p + 2 * c));
@@ -338,8 +356,10 @@ TKV_FUSED_TGT512 inline F group_lanes(const uint8_t* p, int c, int n) {
     uint32_t two;
     std::memcpy(&two, p + 4 * c, 4);
     const __m512 v = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(two))));
-    const __m512i idx = n >= 64 ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
-                                : _mm512_setzero_si512();
+    const __m512i idx = n < 64 ? _mm512_setzero_si512()
+                        : kNibble
+                            ? _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1)
+                            : _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     return _mm512_permutexvar_ps(idx, v);
   }
 }

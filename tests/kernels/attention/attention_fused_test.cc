@@ -39,11 +39,12 @@ std::vector<Scheme> all_schemes(int d) {
 // Dequantized K/V (and rotated V) of the segments, for the tolerance inputs.
 // Whether the fused kernel scores this scheme's keys with the int8 query.
 bool int8_query(const Scheme& sc) {
-  return !sc.is_float && sc.s.k_bits == 8;
+  return !sc.is_float && (sc.s.k_bits == 8 || sc.s.k_bits == 4);
 }
 
 // Per (token, kv head) row: Σ_e (383 |s_g| + |b_g|), the int8 path's magnitude
-// factor (|idx| <= 255 plus the signed flip's 128; b = zero·s or the affine bias).
+// factor (|idx| <= 255 plus the signed flip's 128; b = zero·s or the affine bias;
+// a bound for 4-bit keys too).
 void int8_magnitudes(const std::vector<SegStore>& segs, int64_t n_total, int d, int nkv,
                      std::vector<double>* mag) {
   mag->assign(static_cast<size_t>(n_total * nkv), 0.0);
