@@ -27,12 +27,18 @@ struct KvShape {
 // that the fused kernel computes what the oracle does, on real activations.
 enum class AttnPath { kFused, kReference, kVerify };
 
-// What --kv-attn verify saw over all attend() calls so far.
+// What --kv-attn verify saw over all attend() calls so far. The reference is fed
+// the fused kernel's own query (its int8 query on quantized keys,
+// kernels::RefQuery::kAsFused), so the two differ by fp32 rounding alone; the
+// int8 query's own deviation from the fp32-query reference is recorded apart,
+// with its ratio to the derived bound (kernels/attention/attention_fused_bound.h).
 struct AttnCheck {
   int64_t calls = 0;
-  double max_abs_err = 0;  // max |fused - reference| over every output element
-  double max_abs_out = 0;  // max |reference| (the scale of that error)
-  double max_rel_err = 0;  // max over calls of max|diff| / max(max|ref|, 1e-30)
+  double max_abs_err = 0;         // max |fused - reference| over every output element
+  double max_abs_out = 0;         // max |reference| (the scale of that error)
+  double max_rel_err = 0;         // max over calls of max|diff| / max(max|ref|, 1e-30)
+  double max_rel_err_fp32q = 0;   // the same against the fp32-query reference
+  double max_err_over_bound = 0;  // max over calls of max|fused - fp32-query ref| / bound
 };
 
 struct CacheOptions {

@@ -9,9 +9,12 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/attention/attention_fused_bound.h"
 #include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "kvcache/paged_cache_impl.h"
@@ -212,18 +215,31 @@ void PagedCache::attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPo
   if (opts_.attn == AttnPath::kVerify) verify(segs, n_segs, a);
 }
 
+// max |out - ref| and max |ref| of one call.
+std::pair<double, double> diff(const std::vector<float>& ref, const float* out) {
+  double err = 0, mag = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(ref[i] - out[i])));
+    mag = std::max(mag, static_cast<double>(std::fabs(ref[i])));
+  }
+  return {err, mag};
+}
+
 void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs,
                         const kernels::AttnArgs& a) {
   std::vector<float> ref(static_cast<size_t>(a.n_q * a.n_heads * shape_.head_dim));
   kernels::AttnArgs r = a;
   r.out = ref.data();
-  kernels::attention_paged_ref(segs, n_segs, r);
-  double err = 0, mag = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(ref[i] - a.out[i])));
-    mag = std::max(mag, static_cast<double>(std::fabs(ref[i])));
-  }
+  kernels::attention_paged_ref(segs, n_segs, r, kernels::RefQuery::kAsFused);
+  const auto [err, mag] = diff(ref, a.out);
   const double rel = err / std::max(mag, 1e-30);
+  // The int8 query's deviation (segments scored with the fp32 query have none).
+  double err32 = err, mag32 = mag;
+  if (std::any_of(segs, segs + n_segs, kernels::fused_int8_query)) {
+    kernels::attention_paged_ref(segs, n_segs, r);
+    std::tie(err32, mag32) = diff(ref, a.out);
+  }
+  const double over = err32 / kernels::fused_attention_bound(segs, n_segs, a);
   std::lock_guard<std::mutex> lk(check_mu_);
   // fp32 attention agrees to ~1e-6 relative; 1e-4 means a kernel bug, say so once.
   if (rel > 1e-4 && check_.max_rel_err <= 1e-4)
@@ -231,10 +247,17 @@ void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs,
         "[kvcache] --kv-attn verify: fused and reference differ by {:.3g} (max |out| {:.3g}) at "
         "q_pos0 {} n_q {}",
         err, mag, a.q_pos0, a.n_q);
+  if (over > 1 && check_.max_err_over_bound <= 1)
+    TKV_LOG_WARN(
+        "[kvcache] --kv-attn verify: fused differs from the fp32-query reference by {:.3g}, "
+        "{:.3g}x its derived bound, at q_pos0 {} n_q {}",
+        err32, over, a.q_pos0, a.n_q);
   ++check_.calls;
   check_.max_abs_err = std::max(check_.max_abs_err, err);
   check_.max_abs_out = std::max(check_.max_abs_out, mag);
   check_.max_rel_err = std::max(check_.max_rel_err, rel);
+  check_.max_rel_err_fp32q = std::max(check_.max_rel_err_fp32q, err32 / std::max(mag32, 1e-30));
+  check_.max_err_over_bound = std::max(check_.max_err_over_bound, over);
 }
 
 }  // namespace paged

@@ -206,9 +206,13 @@ TEST_F(KvE2e, TurboK8v3StaysCloseToBf16) {
 
 // Fused kernel vs the dequantize-then-attend reference on real activations.
 // Per call (--kv-attn verify: the reference runs on the fused engine's own
-// inputs): both read the same stored bytes and differ only in fp32 order, so
-// they agree to ~1e-6 relative (measured 2e-7); a wrong page walk, bf16-window
-// boundary or deferred un-rotation is O(1). Per logit: the matmuls quantize
+// inputs and is fed the kernel's own query, its int8 query on quantized keys):
+// both read the same stored bytes and differ only in fp32 order, so they agree
+// to ~1e-6 relative (measured 2e-7); a wrong page walk, bf16-window boundary,
+// integer dot or deferred un-rotation is O(1). Against the fp32-query reference
+// the int8 query adds up to ~0.1 relative on this model (a few heads with
+// outlier query dims), which must stay within the derived bound
+// (attention_fused_bound.h) on every call. Per logit: the matmuls quantize
 // activations to Q8 blocks, so a 1e-7 difference can flip a rounding and the
 // two engines' logits drift by up to ~1.4 (measured teacher-forced KL 0.003-
 // 0.006 for bf16/k8v8, 0.025 for k8v3, whose V codebook decisions flip too):
@@ -233,13 +237,14 @@ TEST_F(KvE2e, FusedMatchesReferencePath) {
     greedy(*fu, prompt_tokens(*fu), 24);  // decode steps: one query, growing context
     const kv::AttnCheck chk = fu->cache().attn_check();
     std::printf(
-        "%s fused vs reference: %lld calls, max rel err %.3g; logits: mean KL %.6f, top-1 %d/%d, "
-        "wide-margin top-1 %d/%d\n",
-        scheme, static_cast<long long>(chk.calls), chk.max_rel_err, c.mean_kl, c.agree, c.n,
-        c.wide_agree, c.wide);
+        "%s fused vs reference: %lld calls, max rel err %.3g (fp32 query: %.3g, %.3g of the "
+        "bound); logits: mean KL %.6f, top-1 %d/%d, wide-margin top-1 %d/%d\n",
+        scheme, static_cast<long long>(chk.calls), chk.max_rel_err, chk.max_rel_err_fp32q,
+        chk.max_err_over_bound, c.mean_kl, c.agree, c.n, c.wide_agree, c.wide);
     EXPECT_GE(chk.calls, 25 * fu->model().config().n_layers)
         << scheme;  // 2 prefills + >= 23 decode steps
     EXPECT_LT(chk.max_rel_err, 1e-5) << scheme;
+    EXPECT_LE(chk.max_err_over_bound, 1.0) << scheme;
     if (max_kl < 0) continue;
     EXPECT_LT(c.mean_kl, max_kl) << scheme;
     EXPECT_EQ(c.wide_agree, c.wide) << scheme;

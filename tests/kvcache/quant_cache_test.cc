@@ -1,62 +1,36 @@
 // Quantized caches through the KvCache interface: the reference path equals
 // attention_f32_ref on the expected dequantized K/V bit for bit (bf16 below
 // --kv-quant-start, the codec round trip from there: the boundary is exact), the
-// fused path matches it within the derived bound, sliding-window layers rotate
-// their pages, and fork/trim/free keep sequences independent with pages reused.
+// fused path matches it within the derived bound (attention_fused_bound.h, int8
+// query included) and the reference fed the kernel's own query within the fp32
+// bound, sliding-window layers rotate their pages, and fork/trim/free keep
+// sequences independent with pages reused.
 #include <gtest/gtest.h>
 
-#include "../kernels/attention/attention_fused_test.h"
+#include "kernels/attention/attention_fused_bound.h"
 #include "kvcache/kv_cache.h"
+#include "quant_cache_expect.h"
 
 namespace tkv::kv {
 namespace {
 
-using kernels::testing::TolInputs;
+using testing::Expect;
+using testing::expected_rows;
+using testing::expected_segments;
 
-// Expected contents of one sequence: dequantized K/V per position.
-struct Expect {
-  std::vector<float> k, v;
-};
-
-// What the cache should store for rows of positions [pos0, pos0+n).
-void expected_rows(const std::string& scheme, int64_t quant_start, int d, int nkv, int64_t pos0,
-                   int64_t n, const float* k, const float* v, Expect* ex) {
-  const size_t row = static_cast<size_t>(nkv) * d;
-  ex->k.resize(static_cast<size_t>(pos0 + n) * row);
-  ex->v.resize(ex->k.size());
-  for (int64_t t = 0; t < n; ++t) {
-    float* ko = ex->k.data() + static_cast<size_t>(pos0 + t) * row;
-    float* vo = ex->v.data() + static_cast<size_t>(pos0 + t) * row;
-    if (scheme == "f16") {
-      for (size_t e = 0; e < row; ++e)
-        ko[e] = f16_to_f32(quant::f16_kv_encode(k[t * row + e])),
-        vo[e] = f16_to_f32(quant::f16_kv_encode(v[t * row + e]));
-      continue;
+// max |got - want| and where; a non-finite output fails and counts as infinite.
+double max_abs_diff(const std::vector<float>& got, const std::vector<float>& want, size_t* at) {
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ADD_FAILURE() << "non-finite output " << got[i] << " at " << i;
+      *at = i;
+      return INFINITY;
     }
-    if (scheme == "bf16" || pos0 + t < quant_start) {
-      for (size_t e = 0; e < row; ++e)
-        ko[e] = bf16_to_f32(f32_to_bf16(k[t * row + e])),
-        vo[e] = bf16_to_f32(f32_to_bf16(v[t * row + e]));
-      continue;
-    }
-    const quant::KvScheme s = quant::parse_kv_scheme(scheme, d).value();
-    const quant::KvRowLayout lay = quant::kv_row_layout(s);
-    std::vector<uint8_t> buf(static_cast<size_t>(lay.row_bytes * nkv));
-    kernels::KvEncodeParams ep;
-    ep.scheme = s;
-    ep.n_rows = nkv;
-    ep.k = k + t * row;
-    ep.v = v + t * row;
-    ep.out = kernels::kv_planes_interleaved(buf.data(), lay);
-    kernels::kvcodec_encode_ref(ep);
-    kernels::KvDequantParams dp;
-    dp.scheme = s;
-    dp.n_rows = nkv;
-    dp.in = ep.out;
-    dp.k = ko;
-    dp.v = vo;
-    kernels::kvcodec_dequant_ref(dp);
+    const double e = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (e > m) m = e, *at = i;
   }
+  return m;
 }
 
 struct Rig {
@@ -96,6 +70,10 @@ struct Rig {
     expected_rows(scheme, quant_start, d, nkv, pos0, n, k.data(), v.data(), ex);
     ASSERT_TRUE(fused->reserve(seq, n).ok());
     ASSERT_TRUE(ref->reserve(seq, n).ok());
+    const auto segs = expected_segments(scheme, quant_start, d, nkv, *ex);
+    std::vector<kernels::KvSegmentView> views;
+    for (const auto& sg : segs) views.push_back(sg.view);
+    const int nv = static_cast<int>(views.size());
     for (int l = 0; l < static_cast<int>(windows.size()); ++l) {
       fused->write(l, seq, pos0, n, k.data(), v.data());
       ref->write(l, seq, pos0, n, k.data(), v.data());
@@ -115,24 +93,24 @@ struct Rig {
       ASSERT_EQ(0, std::memcmp(orf.data(), oe.data(), oe.size() * sizeof(float)))
           << scheme << " reference path != oracle on expected rows, layer " << l << " pos0 "
           << pos0;
-      TolInputs ti;
-      for (float x : ex->v) ti.v_max = std::max(ti.v_max, static_cast<double>(std::fabs(x)));
-      ti.r_max =
-          std::sqrt(static_cast<double>(d)) * ti.v_max;  // ṽ = H(sign v̂)/sqrt(d): |ṽ_e| <= |v̂|_2
-      double kmax = 0, qmax = 0;
-      for (float x : ex->k) kmax = std::max(kmax, static_cast<double>(std::fabs(x)));
-      for (float x : q) qmax = std::max(qmax, static_cast<double>(std::fabs(x)));
-      ti.qk_abs_max = d * kmax * qmax * a.scale;
-      const double tol = kernels::testing::fused_tolerance(ti, d, pos0 + n);
-      double max_err = 0;
-      size_t at = 0;
-      for (size_t i = 0; i < of.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(of[i]));
-        const double e = std::fabs(static_cast<double>(of[i]) - orf[i]);
-        if (e > max_err) max_err = e, at = i;
-      }
-      EXPECT_LE(max_err, tol) << scheme << " fused vs reference, layer " << l << " pos0 " << pos0
-                              << " at " << at;
+      // Bounds measured on the rebuilt segments, which hold the cache's bytes: the
+      // reference over them reproduces the reference path bit for bit.
+      std::vector<float> o8(q.size()), orb(q.size());
+      a.out = orb.data();
+      kernels::attention_paged_ref(views.data(), nv, a);
+      ASSERT_EQ(0, std::memcmp(orb.data(), orf.data(), orf.size() * sizeof(float)))
+          << scheme << " rebuilt segments != cache, layer " << l << " pos0 " << pos0;
+      a.out = o8.data();
+      kernels::attention_paged_ref(views.data(), nv, a, kernels::RefQuery::kAsFused);
+      const kernels::FusedBoundInputs ti = kernels::fused_bound_inputs(views.data(), nv, a);
+      const double tol = kernels::fused_bound(ti, d, pos0 + n);
+      const double tol8 = kernels::fused_bound(ti, d, pos0 + n, kernels::RefQuery::kAsFused);
+      size_t at = 0, at8 = 0;
+      const double err = max_abs_diff(of, orf, &at), err8 = max_abs_diff(of, o8, &at8);
+      EXPECT_LE(err, tol) << scheme << " fused vs reference, layer " << l << " pos0 " << pos0
+                          << " at " << at;
+      EXPECT_LE(err8, tol8) << scheme << " fused vs reference on the kernel's own query, layer "
+                            << l << " pos0 " << pos0 << " at " << at8;
     }
     fused->commit(seq, n);
     ref->commit(seq, n);
@@ -187,7 +165,7 @@ TEST(QuantCache, SlidingWindowPagesRotate) {
     if (HasFatalFailure()) return;
     r.fused->trim_seq(*seq, 595);  // within the one-page slack
     r.ref->trim_seq(*seq, 595);
-    ex.k.resize(595 * 2 * 64), ex.v.resize(595 * 2 * 64);
+    ex.trim(595, 2 * 64);
     r.step(*seq, 3, &ex, pool);
   }
 }
@@ -216,7 +194,7 @@ TEST(QuantCache, ForkTrimFreeAndPageReuse) {
     r.step(*a, 4, &ea, pool);  // ... and a still sees only its own rows
     r.fused->trim_seq(*a, 9);
     r.ref->trim_seq(*a, 9);
-    ea.k.resize(9 * 2 * 64), ea.v.resize(9 * 2 * 64);
+    ea.trim(9, 2 * 64);
     r.step(*a, 6, &ea, pool);  // re-append across the boundary after a trim
     r.step(*b, 1, &eb, pool);
     r.fused->free_seq(*a);

@@ -38,6 +38,7 @@ struct Row {
   int64_t depth;
   double tok_s, gbs, attn_us_per_tok;
   size_t kv_bytes_per_token, kv_bytes;  // scheme's bytes/token; bytes held at this depth
+  double attn_gbs = 0;  // decode: KV bytes attention read per token / its time per token
 };
 
 // One engine (one scheme): runs every (depth, pp, tg) test and appends rows.
@@ -129,8 +130,10 @@ class SchemeBench {
     // KV read by attention (the mean context over the run).
     const double kv_bytes = static_cast<double>(eng_.cache().bytes_per_token()) * (depth + g / 2.0);
     const double bytes = static_cast<double>(eng_.model().weight_bytes_per_token()) + kv_bytes;
+    const double attn_us = t.second * 1000.0 / g;
     rows.push_back({eng_.cache().scheme_name(), "tg" + std::to_string(g), depth, tok_s,
-                    tok_s * bytes / 1e9, t.second * 1000.0 / g, kv_bpt(), kv_at(depth)});
+                    tok_s * bytes / 1e9, attn_us, kv_bpt(), kv_at(depth),
+                    attn_us > 0 ? kv_bytes / attn_us / 1e3 : 0.0});
     return Status();
   }
 
@@ -171,17 +174,19 @@ void print_rows(const BenchArgs& a, const std::string& model_name, const std::ve
                            {"attn_us_per_tok", r.attn_us_per_tok},
                            {"kv_bytes_per_token", r.kv_bytes_per_token},
                            {"kv_bytes", r.kv_bytes},
+                           {"attn_gbs", r.attn_gbs},
                            {"path", a.common.kv_attn}});
     std::printf("%s\n", j.dump(1).c_str());
     return;
   }
   std::printf(
-      "| model | kv | test | depth | tok/s | GB/s read | attention µs/tok | KV B/token | KV "
-      "bytes at depth |\n|---|---|---|---|---|---|---|---|---|\n");
+      "| model | kv | test | depth | tok/s | GB/s read | attention µs/tok | attention GB/s | KV "
+      "B/token | KV bytes at depth |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : rows)
-    std::printf("| %s | %s | %s | %lld | %.2f | %s | %.1f | %zu | %zu |\n", model_name.c_str(),
+    std::printf("| %s | %s | %s | %lld | %.2f | %s | %.1f | %s | %zu | %zu |\n", model_name.c_str(),
                 r.scheme.c_str(), r.test.c_str(), static_cast<long long>(r.depth), r.tok_s,
                 r.gbs > 0 ? fmt::format("{:.2f}", r.gbs).c_str() : "-", r.attn_us_per_tok,
+                r.attn_gbs > 0 ? fmt::format("{:.2f}", r.attn_gbs).c_str() : "-",
                 r.kv_bytes_per_token, r.kv_bytes);
 }
 

@@ -33,6 +33,10 @@ struct AttnArgs {
 // Same for fp32 K/V in contiguous [n_kv, n_kv_heads, head_dim] (the oracle).
 void attention_f32_ref(const float* k, const float* v, int64_t n_kv, int n_kv_heads, int head_dim,
                        const AttnArgs& a);
+// Same, scoring key j with q_alt (a.q's shape) where alt[j] != 0 (alt: [n_kv]): the
+// reference of a kernel that scores some keys with a transformed query.
+void attention_f32_ref(const float* k, const float* v, int64_t n_kv, int n_kv_heads, int head_dim,
+                       const AttnArgs& a, const float* q_alt, const uint8_t* alt);
 void attention_bf16_cpu(const PagedBf16View& kv, const AttnArgs& a, ThreadPool& pool);
 
 }  // namespace tkv::kernels

@@ -1,10 +1,11 @@
 // Fused attention over paged bf16 / affine / TurboQuant segments on the CPU
 // (spec turboquant-codec.md §4, flash-decoding split-KV): per (query token, kv
-// head[, KV split]) task, K rows are dequantized in registers and dotted with the
-// GQA group's queries, softmax is online (exp domain), turbo V is accumulated in
-// the rotated domain and un-rotated once per output row. This file is the driver
-// (formats, splits, threads, merge, un-rotation); the inner loop is
-// attention_fused_kernels.inc, built for AVX2 and AVX-512 and picked at run time.
+// head[, KV split]) task, quantized K rows are dotted as integers with the GQA
+// group's int8 queries (bf16/f16 rows in fp32), softmax is online (exp domain),
+// turbo V is accumulated in the rotated domain and un-rotated once per output
+// row. This file is the driver (formats, splits, threads, merge, un-rotation);
+// the inner loop is attention_fused_kernels.inc, built for AVX2 and AVX-512 and
+// picked at run time.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -159,11 +160,24 @@ thread_local Scratch t_scratch;
 }  // namespace
 
 bool fused_has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vbmi");
+  static const bool yes =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni");
   return yes;
+}
+
+bool fused_int8_query(const KvSegmentView& seg) {
+  return fused::int8_keys(seg_format(seg).k);
+}
+
+void fused_int8_query_rows(const float* q, int64_t n_rows, int head_dim, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* qr = q + r * head_dim;
+    const fused::QScale sc = fused::query_scale(qr, head_dim);
+    for (int e = 0; e < head_dim; ++e)
+      out[r * head_dim + e] = sc.qs * static_cast<float>(fused::quantize_query_elem(qr[e], sc));
+  }
 }
 
 namespace {

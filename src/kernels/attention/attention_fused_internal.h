@@ -3,6 +3,8 @@
 // built for AVX2 and AVX-512 in attention_fused_avx2.cc / _avx512.cc). The
 // driver (splits, threads, merge, un-rotation) is attention_fused_cpu.cc.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/attention/attention_quant.h"
@@ -23,6 +25,26 @@ struct RowFmt {
 
 enum class KId { kBf16, kF16, kT2, kT3, kT4, kT5, kT8s, kT8u, kA4, kA8 };
 enum class VId { kBf16, kF16, kT1, kT2, kT3, kT4, kT5, kT8, kA4, kA8 };
+
+// Every quantized key format is scored with the int8 query; bf16/f16 keys with fp32.
+inline bool int8_keys(KId k) {
+  return k != KId::kBf16 && k != KId::kF16;
+}
+
+// The int8 query of one head row: q ≈ qs · qq, qq = rint(q · inv) in [-127, 127],
+// qs = max|q| / 127, inv = 127 / max|q| (both 0 for an all-zero row). One definition
+// for the kernel and for the reference that emulates it (fused_int8_query_rows).
+struct QScale {
+  float qs, inv;
+};
+inline QScale query_scale(const float* q, int d) {  // q: [d]
+  float amax = 0.0f;
+  for (int e = 0; e < d; ++e) amax = std::max(amax, std::fabs(q[e]));
+  return {amax / 127.0f, amax > 0.0f ? 127.0f / amax : 0.0f};
+}
+inline int quantize_query_elem(float q, const QScale& s) {
+  return static_cast<int>(std::lrint(q * s.inv));
+}
 
 struct SegFmt {
   RowFmt row;

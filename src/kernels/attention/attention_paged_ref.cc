@@ -1,7 +1,9 @@
 // Reference attention over paged (bf16 / affine / TurboQuant) segments: every
 // row is dequantized with the codec's scalar oracle (kvcodec_dequant_ref, V
-// un-rotated eagerly per row) into contiguous fp32 K/V, then attention_f32_ref.
+// un-rotated eagerly per row) into contiguous fp32 K/V, then attention_f32_ref
+// (with the fused kernel's int8 query on quantized keys under RefQuery::kAsFused).
 // Slow on purpose: it is the oracle for the fused kernel and the fallback path.
+#include <algorithm>
 #include <vector>
 
 #include "base/check.h"
@@ -56,19 +58,37 @@ void dequant_segment(const KvSegmentView& s, float* k, float* v) {
 
 }  // namespace
 
-void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& a) {
+void kv_segments_dequant(const KvSegmentView* segs, int n_segs, float* k, float* v) {
+  TKV_CHECK(n_segs >= 1);
+  const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads;
+  int64_t expect = 0;
+  for (int i = 0; i < n_segs; ++i) {
+    TKV_CHECK(segs[i].pos0 == expect && segs[i].head_dim == d && segs[i].n_kv_heads == nkv);
+    expect += segs[i].n_kv;
+    dequant_segment(segs[i], k, v);
+  }
+}
+
+void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& a, RefQuery rq) {
   TKV_CHECK(n_segs >= 1);
   const KvSegmentView& last = segs[n_segs - 1];
   const int64_t n_total = last.pos0 + last.n_kv;
   const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads;
   std::vector<float> k(static_cast<size_t>(n_total * nkv * d)), v(k.size());
-  int64_t expect = 0;
-  for (int i = 0; i < n_segs; ++i) {
-    TKV_CHECK(segs[i].pos0 == expect && segs[i].head_dim == d && segs[i].n_kv_heads == nkv);
-    expect += segs[i].n_kv;
-    dequant_segment(segs[i], k.data(), v.data());
+  kv_segments_dequant(segs, n_segs, k.data(), v.data());
+  // kAsFused: keys of int8-query segments are scored with the fused kernel's int8 query.
+  std::vector<uint8_t> alt;
+  std::vector<float> q8;
+  if (rq == RefQuery::kAsFused) {
+    alt.assign(static_cast<size_t>(n_total), 0);
+    for (int i = 0; i < n_segs; ++i)
+      if (fused_int8_query(segs[i]))
+        std::fill(alt.begin() + segs[i].pos0, alt.begin() + segs[i].pos0 + segs[i].n_kv, 1);
+    q8.resize(static_cast<size_t>(a.n_q * a.n_heads * d));
+    fused_int8_query_rows(a.q, a.n_q * a.n_heads, d, q8.data());
   }
-  attention_f32_ref(k.data(), v.data(), n_total, nkv, d, a);
+  attention_f32_ref(k.data(), v.data(), n_total, nkv, d, a, q8.empty() ? nullptr : q8.data(),
+                    alt.empty() ? nullptr : alt.data());
 }
 
 }  // namespace tkv::kernels

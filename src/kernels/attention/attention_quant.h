@@ -32,19 +32,34 @@ int64_t kv_segment_row_bytes(bool is_float, const quant::KvScheme& scheme, int h
 // Tail padding every pool must have past its last page (the SIMD unpack over-reads).
 constexpr int64_t kKvPoolTailPad = 16;
 
-// Reference (oracle, fallback): dequantize the segments to fp32 with the codec's
-// kvcodec_dequant_ref (V un-rotated eagerly), then attention_f32_ref.
-// segs cover positions [0, n_total) in order (released pages read as zeros).
-void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& a);
+// The segments' K/V dequantized with the codec's kvcodec_dequant_ref (V un-rotated)
+// into k, v: [n_total, n_kv_heads, head_dim] (released pages read as zeros).
+void kv_segments_dequant(const KvSegmentView* segs, int n_segs, float* k, float* v);
 
-// Fused: attends directly over the packed rows (K dequantized in registers, online
-// softmax, turbo V accumulated in the rotated domain and un-rotated once per
-// (query, head) row), threads over (query, kv head) tasks and KV splits with a
-// log-sum-exp merge (flash-decoding) when there are too few tasks.
+// Which query the reference scores keys with: the fp32 query, or per segment the
+// one the fused kernel dots with (its int8 query on quantized keys, see
+// fused_int8_query), which leaves fused vs reference to fp32 rounding alone.
+enum class RefQuery { kFp32, kAsFused };
+
+// Reference (oracle, fallback): kv_segments_dequant, then attention_f32_ref.
+// segs cover positions [0, n_total) in order.
+void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
+                         RefQuery rq = RefQuery::kFp32);
+
+// Fused: attends directly over the packed rows (quantized K dotted as integers
+// with the int8 query below, bf16/f16 K in fp32; online softmax, turbo V
+// accumulated in the rotated domain and un-rotated once per (query, head) row),
+// threads over (query, kv head) tasks and KV splits with a log-sum-exp merge
+// (flash-decoding) when there are too few tasks.
 // The inner loop runs 16-lane AVX-512 when the CPU has it and head_dim % 16 == 0
 // (FusedIsa::kAuto), else 8-lane AVX2; tests force each.
 enum class FusedIsa { kAuto, kAvx2, kAvx512 };
 bool fused_has_avx512();
+// The fused kernel scores quantized keys (affine, turbo) with a per-head int8 query,
+// qs · rint(q / qs), qs = max|q| / 127; bf16/f16 keys with the fp32 query.
+bool fused_int8_query(const KvSegmentView& seg);
+// That int8 query as fp32, row by row: q, out: [n_rows, head_dim].
+void fused_int8_query_rows(const float* q, int64_t n_rows, int head_dim, float* out);
 void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
                                ThreadPool& pool, FusedIsa isa = FusedIsa::kAuto);
 

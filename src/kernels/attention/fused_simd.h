@@ -1,9 +1,10 @@
 // Vector layer of the fused paged attention (internal): the same small set of
 // operations at two widths, 8 lanes (AVX2, the build's baseline) in namespace
-// fused::avx2 and 16 lanes (AVX-512 F/BW/VL/DQ/VBMI, picked at run time) in
+// fused::avx2 and 16 lanes (AVX-512 F/BW/VL/DQ/VBMI/VNNI, picked at run time) in
 // fused::avx512. attention_fused_kernels.inc is written once against these
-// names and compiled for each. Every AVX-512 function carries TKV_FUSED_TGT512
-// so the rest of the program (std templates included) stays baseline code.
+// names and compiled for each (the int8 Q·K operations: fused_simd_i8.h). Every
+// AVX-512 function carries TKV_FUSED_TGT512 so the rest of the program (std
+// templates included) stays baseline code.
 #pragma once
 #include <immintrin.h>
 
@@ -11,8 +12,10 @@
 #include <cstring>
 
 #define TKV_FUSED_TGT2 __attribute__((target("avx2,fma,f16c")))
-#define TKV_FUSED_TGT512 \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
+#define TKV_FUSED_TGT512                                                    \
+  __attribute__((                                                           \
+      target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi," \
+             "avx512vnni")))
 
 namespace tkv::kernels::fused {
 
@@ -70,9 +73,6 @@ TKV_FUSED_TGT2 inline F load_bf16(const uint8_t* p) {
 TKV_FUSED_TGT2 inline F load_f16(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-TKV_FUSED_TGT2 inline I load_i8(const uint8_t* p) {
-  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-}
 // W B-bit values (B in 1..5, LSB-first) starting at byte p; 8 values fill B
 // bytes, so chunks are byte aligned. Reads 8 bytes (pools carry a tail pad).
 template <int B>
@@ -128,6 +128,26 @@ TKV_FUSED_TGT2 inline F max(F a, F b) {
 TKV_FUSED_TGT2 inline F fnmadd(F a, F b, F c) {
   return _mm256_fnmadd_ps(a, b, c);
 }
+// Row sums of W rows of W floats (a: [W][W]): lane t = Σ_j a[t][j]. A transpose-add
+// tree, ~2 shuffles + 1 add per row instead of a horizontal sum per row.
+TKV_FUSED_TGT2 inline F hsum_rows(const float* a) {
+  F b[4];
+  for (int i = 0; i < 4; ++i) {
+    const F x = load(a + 16 * i), y = load(a + 16 * i + 8);
+    b[i] = add(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+  }
+  F c[2];
+  for (int i = 0; i < 2; ++i)
+    c[i] = add(_mm256_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+               _mm256_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+  const F e = add(_mm256_shuffle_ps(c[0], c[1], 0x88), _mm256_shuffle_ps(c[0], c[1], 0xDD));
+  return _mm256_permutevar8x32_ps(e, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+TKV_FUSED_TGT2 inline float hmax(F v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
 }  // namespace avx2
 
 namespace avx512 {
@@ -177,9 +197,6 @@ TKV_FUSED_TGT512 inline F load_bf16(const uint8_t* p) {
 }
 TKV_FUSED_TGT512 inline F load_f16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-TKV_FUSED_TGT512 inline I load_i8(const uint8_t* p) {
-  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 // 16 B-bit values (2B bytes) at p. B <= 4: one qword holds them all, and
 // vpmultishiftqb pulls the byte starting at bit B*j into dword j's low byte.
@@ -233,6 +250,29 @@ TKV_FUSED_TGT512 inline F max(F a, F b) {
 }
 TKV_FUSED_TGT512 inline F fnmadd(F a, F b, F c) {
   return _mm512_fnmadd_ps(a, b, c);
+}
+// Row sums of W rows of W floats (a: [W][W]): lane t = Σ_j a[t][j], by a
+// transpose-add tree (halves, quarters, pairs, lanes).
+TKV_FUSED_TGT512 inline F hsum_rows(const float* a) {
+  F b[8];
+  for (int i = 0; i < 8; ++i) {
+    const F x = load(a + 32 * i), y = load(a + 32 * i + 16);
+    b[i] = add(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
+  }
+  F c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] = add(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+               _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  F e[2];
+  for (int i = 0; i < 2; ++i)
+    e[i] = add(_mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0x44),
+               _mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0xEE));
+  const F r = add(_mm512_shuffle_ps(e[0], e[1], 0x88), _mm512_shuffle_ps(e[0], e[1], 0xDD));
+  return _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+TKV_FUSED_TGT512 inline float hmax(F v) {
+  return _mm512_reduce_max_ps(v);
 }
 }  // namespace avx512
 

@@ -1,5 +1,5 @@
-// Shared helpers of the fused-attention tests: build paged segments from fp32
-// K/V with the codec, and the derived fp32 tolerance of fused vs reference.
+// Shared helper of the fused-attention and kvcache tests: build paged segments from
+// fp32 K/V with the codec (the tolerance is kernels/attention/attention_fused_bound.h).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -62,27 +62,6 @@ inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& sch
     }
   }
   s.view = {is_float, scheme, d, nkv, page_size, s.pool.data(), s.page_ids.data(), pos0, n};
-}
-
-// Derived bound on |fused - reference| for one attention call. Both see the same
-// dequantized K/V; they differ by fp32 summation order (scores: d terms; outputs:
-// n_kv terms plus one rescale per block), the exp polynomial (< 4 ulp) and, for
-// turbo, one deferred fp32 FWHT (log2 d stages) instead of one per row. With the
-// house rule for reductions (sqrt(K) u |a||b|, u = 2^-24, factor 2 margin):
-//   |δs| <= 2 sqrt(d) u Σ|q k|, and softmax moves o by <= 2 |δs| Vmax;
-//   V sums: 2 sqrt(n_kv) u Vmax + 8 u Vmax (exp, rescales);
-//   FWHT: 2 sqrt(log2 d) u sqrt(d) Rmax (each stage adds u on |acc| <= sqrt(d) Rmax).
-struct TolInputs {
-  double qk_abs_max = 0;  // max over (query head, key) of scale * Σ_e |q_e k_e|
-  double v_max = 0;       // max |v̂| (original domain)
-  double r_max = 0;       // max |ṽ| (turbo rotated domain), 0 otherwise
-};
-inline double fused_tolerance(const TolInputs& t, int d, int64_t n_kv) {
-  const double u = std::ldexp(1.0, -24);
-  const double sd = std::sqrt(static_cast<double>(d));
-  return 4.0 * sd * u * t.qk_abs_max * t.v_max +
-         (2.0 * std::sqrt(static_cast<double>(n_kv)) + 8) * u * t.v_max +
-         2.0 * std::sqrt(std::log2(static_cast<double>(d))) * u * sd * t.r_max + 1e-30;
 }
 
 }  // namespace tkv::kernels::testing

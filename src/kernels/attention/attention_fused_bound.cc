@@ -1,0 +1,123 @@
+// The derived bound of attention_fused_bound.h: measures its inputs on one call
+// (stored K/V dequantized with the codec's oracle, the int8 path's fp16 group
+// offsets read from the rows) and evaluates it.
+#include "kernels/attention/attention_fused_bound.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/kvcodec/kvcodec.h"
+#include "quant/half.h"
+
+namespace tkv::kernels {
+namespace {
+
+float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Per stored row of a quantized segment: w[e] = |k̂_e - b_g| + |b_g| into w
+// [n_total, n_kv_heads, head_dim] (b_g the int8 path's group offset: turbo zero·s, or
+// (zero - 128)·s once AVX-512 flips signed keys to unsigned; affine the bias), and
+// max |ṽ| of turbo rows into r_max.
+void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_max) {
+  const int d = s.head_dim;
+  const quant::KvRowLayout lay = quant::kv_row_layout(s.scheme);
+  const bool turbo = s.scheme.kind == quant::KvKind::kTurbo;
+  const int n_groups = static_cast<int>(lay.k_scale_bytes / 2), grp = d / n_groups;
+  std::vector<float> rot(static_cast<size_t>(d));
+  for (int64_t t = 0; t < s.n_kv; ++t) {
+    const int32_t page = s.page_ids[t / s.page_size];
+    if (page < 0) continue;
+    for (int h = 0; h < s.n_kv_heads; ++h) {
+      const uint8_t* row =
+          s.pool +
+          ((int64_t{page} * s.n_kv_heads + h) * s.page_size + t % s.page_size) * lay.row_bytes;
+      const int64_t at = ((s.pos0 + t) * s.n_kv_heads + h) * d;
+      for (int g = 0; g < n_groups; ++g) {
+        const double sc = f16_at(row + lay.k_scale_offset + 2 * g);
+        const double z = f16_at(row + lay.k_zero_offset + 2 * g);
+        const double b0 = turbo ? z * sc : z, b1 = s.scheme.k_signed() ? (z - 128) * sc : b0;
+        for (int e = g * grp; e < (g + 1) * grp; ++e) {
+          const double x = k[at + e];
+          w[at + e] = static_cast<float>(
+              std::max(std::fabs(x - b0) + std::fabs(b0), std::fabs(x - b1) + std::fabs(b1)));
+        }
+      }
+      if (!turbo) continue;
+      KvDequantParams p;
+      p.scheme = s.scheme;
+      p.n_rows = 1;
+      p.in = kv_planes_interleaved(const_cast<uint8_t*>(row), lay);
+      p.v = rot.data();
+      p.v_rotated = true;
+      kvcodec_dequant_ref(p);
+      for (float x : rot) *r_max = std::max(*r_max, static_cast<double>(std::fabs(x)));
+    }
+  }
+}
+
+}  // namespace
+
+double fused_bound(const FusedBoundInputs& t, int head_dim, int64_t n_kv, RefQuery rq) {
+  const double u = std::ldexp(1.0, -24);
+  const double sd = std::sqrt(static_cast<double>(head_dim));
+  const double eps_q8 = (rq == RefQuery::kFp32 ? t.q8_ds_max : 0.0) + 2.0 * sd * u * t.q8_mag_max;
+  return std::expm1(2.0 * eps_q8) * t.v_max + 4.0 * sd * u * t.qk_abs_max * t.v_max +
+         (2.0 * std::sqrt(static_cast<double>(n_kv)) + 8) * u * t.v_max +
+         2.0 * std::sqrt(std::log2(static_cast<double>(head_dim))) * u * sd * t.r_max + 1e-30;
+}
+
+FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const AttnArgs& a) {
+  TKV_CHECK(n_segs >= 1);
+  const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads, group = a.n_heads / nkv;
+  const int64_t n_total = segs[n_segs - 1].pos0 + segs[n_segs - 1].n_kv;
+  std::vector<float> k(static_cast<size_t>(n_total * nkv * d)), v(k.size());
+  kv_segments_dequant(segs, n_segs, k.data(), v.data());
+  FusedBoundInputs t;
+  std::vector<float> w(k.size());
+  std::vector<uint8_t> i8(static_cast<size_t>(n_total), 0);  // key scored with the int8 query
+  for (int s = 0; s < n_segs; ++s) {
+    if (!fused_int8_query(segs[s])) continue;
+    quantized_rows(segs[s], k.data(), w.data(), &t.r_max);
+    std::fill(i8.begin() + segs[s].pos0, i8.begin() + segs[s].pos0 + segs[s].n_kv, 1);
+  }
+  for (float x : v) t.v_max = std::max(t.v_max, static_cast<double>(std::fabs(x)));
+  for (int64_t i = 0; i < a.n_q; ++i) {
+    const int64_t pos = a.q_pos0 + i;  // visible keys [lo, hi] as in attention_f32_ref
+    const int64_t hi = std::min(pos, n_total - 1);
+    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+    for (int h = 0; h < a.n_heads; ++h) {
+      const float* q = a.q + (i * a.n_heads + h) * d;
+      double qmax = 0;
+      for (int e = 0; e < d; ++e) qmax = std::max(qmax, static_cast<double>(std::fabs(q[e])));
+      const double qs = qmax / 127.0;
+      for (int64_t j = lo; j <= hi; ++j) {
+        const size_t r = static_cast<size_t>((j * nkv + h / group) * d);
+        double sabs = 0, kabs = 0, mag = 0;
+        for (int e = 0; e < d; ++e) {
+          const double qe = std::fabs(q[e]), ke = std::fabs(k[r + e]);
+          sabs += qe * ke, kabs += ke, mag += (qe + qs / 2) * w[r + e];
+        }
+        t.qk_abs_max = std::max(t.qk_abs_max, sabs * a.scale);
+        if (!i8[static_cast<size_t>(j)]) continue;
+        t.q8_ds_max = std::max(t.q8_ds_max, a.scale * qs / 2 * kabs);
+        t.q8_mag_max = std::max(t.q8_mag_max, a.scale * mag);
+      }
+    }
+  }
+  return t;
+}
+
+double fused_attention_bound(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
+                             RefQuery rq) {
+  const int64_t n_total = segs[n_segs - 1].pos0 + segs[n_segs - 1].n_kv;
+  return fused_bound(fused_bound_inputs(segs, n_segs, a), segs[0].head_dim, n_total, rq);
+}
+
+}  // namespace tkv::kernels
