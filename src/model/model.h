@@ -10,6 +10,7 @@
 #include "io/gguf.h"
 #include "kernels/matmul/matmul.h"
 #include "kvcache/kv_cache.h"
+#include "model/batch.h"
 #include "model/config.h"
 
 namespace tkv::model {
@@ -43,35 +44,29 @@ class Model {
   // Bytes of weights read per decoded token (all matrices once + one embedding row).
   size_t weight_bytes_per_token() const;
 
-  // Runs n tokens of sequence `seq` at positions [seq_len, seq_len + n) and
-  // commits them to the cache. logits: [n_out, n_vocab] where n_out = n if
-  // all_logits else 1 (the last token).
-  Status forward(kv::KvCache& cache, int seq, const int32_t* tokens, int64_t n, bool all_logits,
-                 float* logits, ThreadPool& pool);
-  // Wall time spent inside KvCache::attend since the last reset (for bench's
-  // attention-only figure; two clock reads per layer).
-  double attention_ms() const { return attn_ms_; }
+  // One step over a ragged batch: each slice's tokens run at positions
+  // [cache.seq_len(seq), +n) and are committed to the cache; the weight matmuls
+  // run once over all tokens, attention per slice. Logits land in ws.logits
+  // (batch.h). Slices must name distinct sequences. Const: every per-step buffer
+  // is in ws, so one Model may serve several workspaces.
+  Status forward(const Batch& b, Workspace& ws, kv::KvCache& cache, ThreadPool& pool) const;
   // Key centering (docs/kv-cache.md): with a K bias, store k - b_k instead of k.
   // Every score of a query moves by the same q.b_k, so softmax (attention) is
   // unchanged, while the huge constant bias channels (Qwen2.5: |b_k| up to 354)
   // no longer eat the quantizer's range. No effect on models without K bias.
   void set_key_centering(bool on) { key_center_ = on; }
   bool key_centering_active() const { return key_center_ && cfg_.qkv_bias; }
-  void reset_attention_ms() { attn_ms_ = 0; }
 
  private:
   Model() = default;
   Status bind_weights();
-  void layer_forward(int il, kv::KvCache& cache, int seq, int64_t pos0, int64_t n,
-                     ThreadPool& pool);
+  void layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& cache,
+                     ThreadPool& pool) const;
+  void output_logits(const Batch& b, Workspace& ws, ThreadPool& pool) const;
 
   ModelConfig cfg_;
   std::unique_ptr<io::GgufFile> gguf_;
   Weights w_;
-  // Scratch activations, grown on demand: [n, d_model] etc.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_, tmp_;
-  std::vector<int32_t> pos_;
-  double attn_ms_ = 0;
   bool key_center_ = true;
 };
 

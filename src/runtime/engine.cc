@@ -1,6 +1,7 @@
 // Engine implementation (see engine.h).
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -65,17 +66,27 @@ Status Engine::prefill(int seq, const std::vector<int32_t>& tokens, std::vector<
   for (int64_t i = 0; i < n; i += opts_.ubatch) {
     const int64_t m = std::min<int64_t>(opts_.ubatch, n - i);
     const bool last = i + m == n;
-    float* out = all_logits ? logits->data() + i * nv : logits->data();
-    TKV_RETURN_IF_ERROR(model_->forward(*cache_, seq, tokens.data() + i, m,
-                                        all_logits || !last ? all_logits : false, out, *pool_));
+    batch_.clear();
+    batch_.add(seq, tokens.data() + i, m,
+               all_logits ? model::LogitsWanted::kAll
+                          : (last ? model::LogitsWanted::kLast : model::LogitsWanted::kNone));
+    TKV_RETURN_IF_ERROR(model_->forward(batch_, ws_, *cache_, *pool_));
+    if (all_logits || last)
+      std::copy_n(ws_.logits.data(), (all_logits ? m : 1) * nv,
+                  all_logits ? logits->data() + i * nv : logits->data());
     if (progress) progress(i + m, n);
   }
   return Status();
 }
 
 Status Engine::decode(int seq, int32_t token, std::vector<float>* logits) {
-  logits->resize(static_cast<size_t>(model_->config().n_vocab));
-  return model_->forward(*cache_, seq, &token, 1, false, logits->data(), *pool_);
+  const int64_t nv = model_->config().n_vocab;
+  logits->resize(static_cast<size_t>(nv));
+  batch_.clear();
+  batch_.add(seq, &token, 1, model::LogitsWanted::kLast);
+  TKV_RETURN_IF_ERROR(model_->forward(batch_, ws_, *cache_, *pool_));
+  std::copy_n(ws_.logits.data(), nv, logits->data());
+  return Status();
 }
 
 Result<GenerateStats> Engine::generate(

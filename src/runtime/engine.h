@@ -50,6 +50,9 @@ class Engine {
   const tok::Tokenizer& tokenizer() const { return *tok_; }
   kv::KvCache& cache() { return *cache_; }
   ThreadPool& pool() { return *pool_; }
+  // Wall time inside the KV cache's attention since the last reset (bench).
+  double attention_ms() const { return ws_.attention_ms; }
+  void reset_attention_ms() { ws_.attention_ms = 0; }
 
   // Feeds tokens to seq; logits of the last token (or all, [n, n_vocab]) into *logits.
   // progress(done, total) is called after each chunk.
@@ -78,6 +81,8 @@ class Engine {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<kv::KvCache> cache_;
+  model::Batch batch_;
+  model::Workspace ws_;
 };
 
 // Model cache: $TKV_MODEL_DIR, else $XDG_CACHE_HOME/turbokv/models, else

@@ -56,11 +56,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!cache.ok()) return must_name_component(cache.status()), 0;
   const int64_t nv = model.config().n_vocab;
   const int32_t tokens[2] = {0, static_cast<int32_t>(nv > 1 ? 1 : 0)};
-  std::vector<float> logits(static_cast<size_t>(nv));
   static tkv::ThreadPool pool(1);
   auto seq = cache.value()->create_seq();
   if (!seq.ok()) return must_name_component(seq.status()), 0;
-  tkv::Status s = model.forward(*cache.value(), seq.value(), tokens, 2, false, logits.data(), pool);
+  tkv::model::Batch b;
+  b.add(seq.value(), tokens, 2, tkv::model::LogitsWanted::kLast);
+  tkv::model::Workspace ws;
+  tkv::Status s = model.forward(b, ws, *cache.value(), pool);
   if (!s.ok()) must_name_component(s);
   return 0;
 }

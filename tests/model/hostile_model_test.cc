@@ -37,9 +37,11 @@ void forward_once(model::Model& m) {
   auto seq = cache.value()->create_seq();
   ASSERT_TRUE(seq.ok());
   ThreadPool pool(1);
-  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
   const int32_t tok = 1;
-  ASSERT_TRUE(m.forward(*cache.value(), seq.value(), &tok, 1, false, logits.data(), pool).ok());
+  model::Batch b;
+  b.add(seq.value(), &tok, 1, model::LogitsWanted::kLast);
+  model::Workspace ws;
+  ASSERT_TRUE(m.forward(b, ws, *cache.value(), pool).ok());
 }
 
 TEST(HostileModel, TinyModelLoadsAndRuns) {

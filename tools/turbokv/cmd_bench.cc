@@ -73,7 +73,7 @@ class SchemeBench {
   Status reset(int s, int depth) {
     auto& kv = eng_.cache();
     kv.trim_seq(s, 0);
-    eng_.model().reset_attention_ms();
+    eng_.reset_attention_ms();
     if (depth <= 0) return Status();
     if (a_.fill == "model") return eng_.prefill(s, ctx_tokens_, &logits_);
     const auto& sh = kv.shape();
@@ -101,7 +101,7 @@ class SchemeBench {
       TKV_RETURN_IF_ERROR(reset(s, depth));
       Timer tm;
       TKV_RETURN_IF_ERROR(body());
-      if (r > 0) ts.emplace_back(tm.elapsed_ms(), eng_.model().attention_ms());
+      if (r > 0) ts.emplace_back(tm.elapsed_ms(), eng_.attention_ms());
     }
     std::sort(ts.begin(), ts.end());
     return ts[ts.size() / 2];
