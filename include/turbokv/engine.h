@@ -54,6 +54,9 @@ struct KvInfo {
   int64_t pool_tokens = 0;     // tokens the pool holds, all sequences together
   int64_t context = 0;         // per sequence
   int page_size = 0;
+  // AttnPath::kVerify: how far the fused kernel was from the reference so far.
+  int64_t verify_calls = 0;
+  double verify_max_abs_err = 0, verify_max_abs_out = 0, verify_max_rel_err = 0;
 };
 
 struct EngineStats {
@@ -141,6 +144,9 @@ class Engine {
 
   const ModelInfo& model_info() const;
   KvInfo kv_info() const;
+  // Bytes n tokens of one sequence occupy in the cache (the first quant_start
+  // tokens at bf16 cost).
+  size_t kv_bytes_for_tokens(int64_t n) const;
   const Tokenizer& tokenizer() const;
   const EngineConfig& config() const;
   EngineStats stats() const;

@@ -37,13 +37,15 @@ enum class FinishReason {
 const char* finish_reason_name(FinishReason r);
 
 struct Timings {
-  double queue_ms = 0;         // submit -> first scheduled
-  double ttft_ms = 0;          // submit -> first token
-  int64_t prefill_tokens = 0;  // tokens prefilled (recomputation after preemption included)
-  int64_t cached_tokens = 0;   // prompt tokens reused from the prefix cache
-  int64_t decode_tokens = 0;   // tokens generated after the first
-  double decode_ms = 0;        // first token -> finish
-  int64_t preemptions = 0;     // times the request was preempted (KV freed, recomputed)
+  double queue_ms = 0;           // submit -> first scheduled
+  double ttft_ms = 0;            // submit -> first token
+  double prefill_ms = 0;         // first scheduled -> first token
+  int64_t prefill_tokens = 0;    // tokens prefilled (recomputation after preemption included)
+  int64_t cached_tokens = 0;     // prompt tokens reused from the prefix cache
+  int64_t generated_tokens = 0;  // tokens sampled (an end or stop token included)
+  int64_t decode_tokens = 0;     // tokens sampled after the first
+  double decode_ms = 0;          // first token -> finish
+  int64_t preemptions = 0;       // times the request was preempted (KV freed, recomputed)
   double decode_tok_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }
 };
 
@@ -73,6 +75,9 @@ struct Request {
   // Optional: called for every event on the engine thread (keep it short);
   // events then skip the handle's queue (RequestHandle::next returns false).
   std::function<void(const Event&)> on_token;
+  // Optional: called on the engine thread after each prefill chunk with
+  // (prompt tokens in the KV, prompt tokens in all), e.g. for a progress bar.
+  std::function<void(int64_t done, int64_t total)> on_prefill_progress;
 };
 
 }  // namespace turbokv

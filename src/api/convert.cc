@@ -63,6 +63,7 @@ rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
   q.max_tokens = r.max_tokens;
   q.priority = r.priority;
   q.ignore_eos = r.ignore_eos;
+  q.on_progress = r.on_prefill_progress;
   if (r.on_token) q.on_event = [cb = r.on_token](const rt::Event& e) { cb(to_public(e)); };
   return q;
 }
@@ -93,8 +94,10 @@ Timings to_public(const rt::Timings& t) {
   Timings p;
   p.queue_ms = t.queue_ms;
   p.ttft_ms = t.ttft_ms;
+  p.prefill_ms = t.prefill_ms;
   p.prefill_tokens = t.prefill_tokens;
   p.cached_tokens = t.cached_tokens;
+  p.generated_tokens = t.generated_tokens;
   p.decode_tokens = t.decode_tokens;
   p.decode_ms = t.decode_ms;
   p.preemptions = t.preemptions;

@@ -94,7 +94,16 @@ KvInfo Engine::kv_info() const {
   k.pool_tokens = impl_->loop->pool_tokens();
   k.context = impl_->loop->context();
   k.page_size = impl_->cfg.page_size;
+  const tkv::kv::AttnCheck v = c.attn_check();
+  k.verify_calls = v.calls;
+  k.verify_max_abs_err = v.max_abs_err;
+  k.verify_max_abs_out = v.max_abs_out;
+  k.verify_max_rel_err = v.max_rel_err;
   return k;
+}
+
+size_t Engine::kv_bytes_for_tokens(int64_t n) const {
+  return impl_->loop->kv_bytes_for_tokens(n);
 }
 
 const Tokenizer& Engine::tokenizer() const {

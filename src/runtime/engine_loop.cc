@@ -26,6 +26,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
                                 name, e->model_->gguf().file_size()));
   TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), sz.cache));
   e->pool_tokens_ = sz.cache.max_tokens;
+  TKV_ASSIGN_OR_RETURN(e->kv_mem_, kv::kv_memory_model(e->model_->kv_shape(), sz.cache));
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
   SchedulerConfig sc;
   sc.total_pages = sz.total_pages;

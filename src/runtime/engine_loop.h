@@ -17,6 +17,7 @@
 #include "kvcache/kv_cache.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "runtime/kv_sizing.h"
 #include "runtime/request_state.h"
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
@@ -65,6 +66,8 @@ class EngineLoop {
   const kv::KvCache& cache() const { return *cache_; }
   int64_t context() const { return opts_.context; }
   int64_t pool_tokens() const { return pool_tokens_; }
+  // Bytes n tokens of one sequence take in this cache (kv_sizing.h).
+  size_t kv_bytes_for_tokens(int64_t n) const { return runtime::kv_bytes_for_tokens(kv_mem_, n); }
   int n_threads() const { return pool_->n_threads(); }
 
  private:
@@ -86,6 +89,7 @@ class EngineLoop {
   std::unique_ptr<kv::KvCache> cache_;
   std::unique_ptr<Scheduler> sched_;
   int64_t pool_tokens_ = 0;
+  kv::KvMemoryModel kv_mem_;
   model::Batch batch_;
   model::Workspace ws_;
 

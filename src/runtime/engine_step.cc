@@ -7,30 +7,6 @@
 #include "runtime/engine_loop.h"
 
 namespace tkv::runtime {
-namespace {
-// TEMPORARY until the batched Model::forward lands: runs the slices one by one.
-Status forward_compat(model::Model& m, const model::Batch& b, model::Workspace& ws,
-                      kv::KvCache& cache, ThreadPool& pool) {
-  const int64_t nv = m.config().n_vocab;
-  int64_t rows = 0;
-  ws.logits_row.assign(b.slices.size(), -1);
-  for (size_t i = 0; i < b.slices.size(); ++i) {
-    const model::BatchSlice& s = b.slices[i];
-    if (s.logits == model::LogitsWanted::kNone) continue;
-    ws.logits_row[i] = rows;
-    rows += s.logits == model::LogitsWanted::kAll ? s.n : 1;
-  }
-  ws.logits.resize(static_cast<size_t>(rows * nv));
-  std::vector<float> scratch(static_cast<size_t>(nv));
-  for (size_t i = 0; i < b.slices.size(); ++i) {
-    const model::BatchSlice& s = b.slices[i];
-    float* out = ws.logits_row[i] >= 0 ? ws.logits.data() + ws.logits_row[i] * nv : scratch.data();
-    TKV_RETURN_IF_ERROR(m.forward(cache, s.seq, b.tokens.data() + s.first, s.n,
-                                  s.logits == model::LogitsWanted::kAll, out, pool));
-  }
-  return Status();
-}
-}  // namespace
 
 // Admission: a KV sequence for id. Returns the tokens already in the KV.
 // Prefix sharing plugs in here: with opts_.prefix_cache, attach the longest
@@ -73,7 +49,7 @@ void EngineLoop::run_chunks(const StepPlan& p) {
         c.n == 1 && s.n_generated() > 0 && c.first + 1 == static_cast<int64_t>(s.tokens.size());
     if (!decode) s.timings.prefill_tokens += c.n;
   }
-  const Status st = forward_compat(*model_, batch_, ws_, *cache_, *pool_);
+  const Status st = model_->forward(batch_, ws_, *cache_, *pool_);
   if (!st.ok()) {
     // The cache state of these sequences is unknown now: end them, keep the engine.
     for (const PlannedChunk& c : p.chunks) finish(c.id, Finish::kError, st.message());
@@ -84,6 +60,8 @@ void EngineLoop::run_chunks(const StepPlan& p) {
   for (size_t i = 0; i < p.chunks.size(); ++i) {
     const PlannedChunk& c = p.chunks[i];
     Sequence& s = *seqs_.at(c.id);
+    if (s.req.on_progress && c.n > 1)
+      s.req.on_progress(c.first + c.n, static_cast<int64_t>(s.tokens.size()));
     if (s.scoring()) {
       s.req.on_logits(c.first, c.n, ws_.slice_logits(i, nv));
       if (c.completes) finish(c.id, Finish::kLength);
@@ -100,6 +78,7 @@ void EngineLoop::on_token(Sequence& s, int32_t tok) {
   if (s.first_token_ms < 0) {
     s.first_token_ms = now;
     s.timings.ttft_ms = now - s.submit_ms;
+    s.timings.prefill_ms = now - s.admit_ms;
   }
   s.tokens.push_back(tok);
   if (!s.req.ignore_eos && tok_->is_eog(tok)) return finish(s.id, Finish::kEos);
@@ -139,6 +118,7 @@ void EngineLoop::finish(SeqId id, Finish why, const std::string& error) {
   e.error = error;
   e.text = std::move(s.text);
   s.timings.queue_ms = (s.admit_ms >= 0 ? s.admit_ms : now) - s.submit_ms;
+  s.timings.generated_tokens = s.n_generated();
   s.timings.decode_tokens = std::max<int64_t>(0, s.n_generated() - 1);
   s.timings.decode_ms = s.first_token_ms >= 0 ? now - s.first_token_ms : 0;
   e.timings = s.timings;

@@ -57,4 +57,12 @@ Result<KvSizing> size_kv_pool(const kv::KvShape& shape, kv::CacheOptions base, i
   return s;
 }
 
+size_t kv_bytes_for_tokens(const kv::KvMemoryModel& m, int64_t n) {
+  const auto un = static_cast<size_t>(std::max<int64_t>(n, 0));
+  const size_t prefix = std::min(un, static_cast<size_t>(m.prefix_tokens));
+  const size_t rest_layers = m.bytes_per_token - m.full_bytes_per_token;
+  return un * rest_layers + prefix * m.prefix_bytes_per_token +
+         (un - prefix) * m.full_bytes_per_token;
+}
+
 }  // namespace tkv::runtime

@@ -26,4 +26,8 @@ Result<KvSizing> size_kv_pool(const kv::KvShape& shape, kv::CacheOptions base, i
                               int max_seqs, int64_t step_tokens, const std::string& model_name,
                               size_t model_bytes);
 
+// Bytes the first n tokens of one sequence occupy: the first --kv-quant-start
+// tokens at bf16 cost in the full-attention layers, the rest at the scheme's.
+size_t kv_bytes_for_tokens(const kv::KvMemoryModel& m, int64_t n);
+
 }  // namespace tkv::runtime

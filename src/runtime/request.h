@@ -24,12 +24,14 @@ enum class Finish {
 const char* finish_name(Finish f);  // "length" | "eos" | "stop" | ... | "error"
 
 struct Timings {
-  double queue_ms = 0;         // submit -> first admission
-  double ttft_ms = 0;          // submit -> first token
-  int64_t prefill_tokens = 0;  // tokens run as prefill (recomputation after preemption included)
-  int64_t cached_tokens = 0;   // prompt tokens reused from the prefix cache
-  int64_t decode_tokens = 0;   // tokens sampled after the first
-  double decode_ms = 0;        // first token -> finish
+  double queue_ms = 0;           // submit -> first admission
+  double ttft_ms = 0;            // submit -> first token
+  double prefill_ms = 0;         // first admission -> first token
+  int64_t prefill_tokens = 0;    // tokens run as prefill (recomputation after preemption included)
+  int64_t cached_tokens = 0;     // prompt tokens reused from the prefix cache
+  int64_t generated_tokens = 0;  // tokens sampled (an end or stop token included)
+  int64_t decode_tokens = 0;     // tokens sampled after the first
+  double decode_ms = 0;          // first token -> finish
   int64_t preemptions = 0;
   double decode_tok_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }
 };
@@ -58,6 +60,8 @@ struct SeqRequest {
   bool ignore_eos = false;
   // Called on the engine thread for every event instead of queueing it.
   std::function<void(const Event&)> on_event;
+  // Called on the engine thread after each prefill chunk: (tokens in, tokens to prefill).
+  std::function<void(int64_t, int64_t)> on_progress;
   // Scoring: no sampling, every position's logits go to on_logits, chunk by chunk.
   LogitsFn on_logits;
 };

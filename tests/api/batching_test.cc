@@ -76,8 +76,10 @@ TEST(Batching, MixedPrefillAndDecodeGiveEachSequencesAloneTokens) {
 
 TEST(Batching, PoolExhaustionPreemptsAndCompletesWithTheSameTokens) {
   TKV_REQUIRE_SMOLLM2();
-  const int64_t ctx = 256, prompt = kSanitized ? 40 : 100, n_gen = kSanitized ? 60 : 100;
-  auto roomy = make_engine(smollm2_config(ctx, 4));
+  const int64_t ctx = 128, prompt = kSanitized ? 24 : 40, n_gen = kSanitized ? 40 : 60;
+  EngineConfig c = smollm2_config(ctx, 4);
+  c.page_size = 16;
+  auto roomy = make_engine(c);
   ASSERT_TRUE(roomy);
   std::vector<Request> reqs;
   for (int i = 0; i < 4; ++i)
@@ -87,23 +89,28 @@ TEST(Batching, PoolExhaustionPreemptsAndCompletesWithTheSameTokens) {
   const size_t bytes_per_token = roomy->kv_info().bytes_per_token;
   roomy.reset();
 
-  // A pool of about 1.25 contexts: four sequences growing to prompt + n_gen
-  // tokens cannot all stay resident.
-  EngineConfig c = smollm2_config(ctx, 4);
+  // A pool of 1.25 contexts: four sequences growing to prompt + n_gen tokens
+  // cannot all stay resident.
   c.kv_budget_bytes = bytes_per_token * static_cast<size_t>(ctx * 5 / 4) + (size_t{1} << 16);
   auto tight = make_engine(c);
   ASSERT_TRUE(tight);
-  ASSERT_LT(tight->kv_info().pool_tokens, 4 * (prompt + n_gen));
+  ASSERT_EQ(tight->kv_info().pool_tokens, ctx * 5 / 4);
   std::vector<Timings> timings;
   const auto together = run_together(*tight, reqs, &timings);
   int64_t preemptions = 0;
   for (const Timings& t : timings) preemptions += t.preemptions;
   EXPECT_GT(preemptions, 0);
-  EXPECT_EQ(tight->stats().preemptions, preemptions);
+  EXPECT_EQ(wait_stats(*tight, [](const EngineStats& s) { return s.running == 0; }).preemptions,
+            preemptions);
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i], alone[i]) << i;
-  EXPECT_EQ(
-      wait_stats(*tight, [](const EngineStats& s) { return s.kv_pages_used == 0; }).kv_pages_used,
-      0);
+  const EngineStats s = tight->stats();
+  EXPECT_EQ(s.kv_pages_used, 0);
+  std::printf(
+      "[preempt] 4 requests of %lld + %lld tokens in a pool of %lld: %lld preemptions, "
+      "%lld steps\n",
+      static_cast<long long>(prompt), static_cast<long long>(n_gen),
+      static_cast<long long>(tight->kv_info().pool_tokens), static_cast<long long>(preemptions),
+      static_cast<long long>(s.steps));
 }
 
 TEST(Batching, CancelMidPrefillAndMidDecodeFreesEveryPage) {
