@@ -80,6 +80,7 @@ class EngineLoop {
   void emit(Sequence& s, Event e);
   void finish(SeqId id, Finish why, const std::string& error = {});
   int64_t admit(SeqId id);
+  void publish(const Sequence& s);
   void publish_stats();
 
   LoopOptions opts_;

@@ -8,18 +8,32 @@
 
 namespace tkv::runtime {
 
-// Admission: a KV sequence for id. Returns the tokens already in the KV.
-// Prefix sharing plugs in here: with opts_.prefix_cache, attach the longest
-// cached prefix of s.tokens (KvCache::attach_prefix), at most all but the last
-// token (whose logits the first step needs), count it in s.timings.cached_tokens
-// and return its length.
+// Admission: a KV sequence for id. Returns the tokens already in the KV: the
+// longest cached prefix of s.tokens (whole pages, never the last token, whose
+// logits the first step needs). Scoring requests compute every position.
 int64_t EngineLoop::admit(SeqId id) {
   Sequence& s = *seqs_.at(id);
   auto kv = cache_->create_seq();
   if (!kv.ok()) return -1;
   s.kv = kv.value();
   if (s.admit_ms < 0) s.admit_ms = now_ms();
-  return 0;
+  if (!opts_.prefix_cache || s.scoring()) return 0;
+  const int64_t reused =
+      cache_->attach_prefix(s.kv, s.tokens.data(), static_cast<int64_t>(s.tokens.size()));
+  if (reused > 0) {
+    s.timings.cached_tokens += reused;
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    ++stats_.prefix_hits;
+    stats_.prefix_tokens_reused += reused;
+  }
+  return reused;
+}
+
+// Indexes the full pages of what s's KV holds, so later requests (and this one,
+// recomputed after a preemption) can reuse them.
+void EngineLoop::publish(const Sequence& s) {
+  if (opts_.prefix_cache && !s.scoring() && s.kv >= 0)
+    cache_->publish_prefix(s.kv, s.tokens.data(), cache_->seq_len(s.kv));
 }
 
 bool EngineLoop::step() {
@@ -27,6 +41,7 @@ bool EngineLoop::step() {
   for (SeqId id : p.dropped) finish(id, Finish::kCancelled);
   for (SeqId id : p.preempted) {
     Sequence& s = *seqs_.at(id);
+    publish(s);
     cache_->free_seq(s.kv);
     s.kv = -1;
     ++s.timings.preemptions;
@@ -68,6 +83,7 @@ void EngineLoop::run_chunks(const StepPlan& p) {
       s.req.on_logits(c.first, c.n, ws_.slice_logits(i, nv));
       if (c.completes) finish(c.id, Finish::kLength);
     } else if (c.completes) {
+      if (c.n > 1 || s.n_generated() == 0) publish(s);  // the prompt is in: share it now
       const float* logits = ws_.slice_logits(i, nv);
       on_token(s, s.sampler.sample(logits, static_cast<int>(nv), s.tokens));
     }
@@ -124,7 +140,10 @@ void EngineLoop::finish(SeqId id, Finish why, const std::string& error) {
   s.timings.decode_tokens = std::max<int64_t>(0, s.n_generated() - 1);
   s.timings.decode_ms = s.first_token_ms >= 0 ? now - s.first_token_ms : 0;
   e.timings = s.timings;
-  if (s.kv >= 0) cache_->free_seq(s.kv);
+  if (s.kv >= 0) {
+    if (why != Finish::kError) publish(s);  // after an error the KV is not trusted
+    cache_->free_seq(s.kv);
+  }
   sched_->finish(id);
   emit(s, std::move(e));
   seqs_.erase(it);
