@@ -4,6 +4,7 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -37,6 +38,17 @@ class PtyChat {
     if (fd_ >= 0) close(fd_);
   }
   void send(const std::string& s) { ASSERT_EQ(write(fd_, s.data(), s.size()), ssize_t(s.size())); }
+  // Types s at the prompt. libedit prints the prompt before it turns canonical
+  // mode off, so input sent on seeing "> " could still meet the cooked terminal
+  // (echoed twice, a Ctrl-D taken as end of file by the line discipline and
+  // lost): wait until the editor has the terminal in raw mode (termios of the
+  // pty pair, read through the master).
+  void send_at_prompt(const std::string& s) {
+    const auto end = Clock::now() + std::chrono::seconds(30);
+    termios t{};
+    while (tcgetattr(fd_, &t) == 0 && (t.c_lflag & ICANON) && Clock::now() < end) usleep(1000);
+    send(s);
+  }
   // Reads until `what` appears after offset `from` of the transcript (or the timeout).
   bool wait_for(const std::string& what, size_t from, double seconds = 60) {
     const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -105,23 +117,23 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   ASSERT_TRUE(c.wait_for("> ", 0, 30)) << c.out();
   // "/hep", cursor left once, "l": only line editing turns it into "/help".
   size_t mark = c.size();
-  c.send("/hep\x1b[Dl\r");
+  c.send_at_prompt("/hep\x1b[Dl\r");
   ASSERT_TRUE(c.wait_for("/reset  forget", mark)) << c.out();
   ASSERT_TRUE(c.wait_for_prompt_after("/reset  forget", mark)) << c.out();
   // Up arrow recalls "/help" from the history.
   mark = c.size();
-  c.send("\x1b[A\r");
+  c.send_at_prompt("\x1b[A\r");
   ASSERT_TRUE(c.wait_for("/reset  forget", mark)) << c.out().substr(mark);
   ASSERT_TRUE(c.wait_for_prompt_after("/reset  forget", mark)) << c.out();
   // Multi-byte UTF-8 typed at the prompt arrives intact.
   mark = c.size();
-  c.send("/caf\xc3\xa9 \xe2\x82\xac\r");
+  c.send_at_prompt("/caf\xc3\xa9 \xe2\x82\xac\r");
   ASSERT_TRUE(c.wait_for("unknown command /caf\xc3\xa9 \xe2\x82\xac;", mark))
       << c.out().substr(mark);
   ASSERT_TRUE(c.wait_for_prompt_after("unknown command", mark)) << c.out();
   // A long reply, interrupted by Ctrl-C once it streams: the prompt comes back.
   mark = c.size();
-  c.send("Write a very long story about a dragon and a knight.\r");
+  c.send_at_prompt("Write a very long story about a dragon and a knight.\r");
   ASSERT_TRUE(c.wait_for("the", mark + 60, 30)) << c.out().substr(mark);
   c.send("\x03");
   ASSERT_TRUE(c.wait_for("reply stopped (Ctrl-C)", mark)) << c.out().substr(mark);
@@ -131,7 +143,7 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   ASSERT_GE(reply.size(), 20u) << c.out().substr(mark);
   const std::string path = ::testing::TempDir() + "chat_pty_save.json";
   mark = c.size();
-  c.send("/save " + path + "\r");
+  c.send_at_prompt("/save " + path + "\r");
   ASSERT_TRUE(c.wait_for("saved 2 messages", mark)) << c.out().substr(mark);
   ASSERT_TRUE(c.wait_for_prompt_after("saved 2 messages", mark)) << c.out();
   std::ifstream in(path);
@@ -140,17 +152,17 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   EXPECT_EQ(saved[1]["role"], "assistant");
   EXPECT_EQ(saved[1]["content"].get<std::string>(), reply);
   mark = c.size();
-  c.send("/reset\r");
+  c.send_at_prompt("/reset\r");
   ASSERT_TRUE(c.wait_for("conversation cleared", mark)) << c.out().substr(mark);
   ASSERT_TRUE(c.wait_for_prompt_after("conversation cleared", mark)) << c.out();
   // Ctrl-C at the prompt does not end the session; it says how to leave.
   mark = c.size();
-  c.send("\x03");
+  c.send_at_prompt("\x03");
   ASSERT_TRUE(c.wait_for("Ctrl-D", mark)) << c.out().substr(mark);
   ASSERT_TRUE(c.wait_for_prompt_after("Ctrl-D", mark)) << c.out().substr(mark);
   // Ctrl-D at an empty prompt leaves with the KV summary and status 0.
   mark = c.size();
-  c.send("\x04");
+  c.send_at_prompt("\x04");
   EXPECT_EQ(c.wait_exit(), 0) << c.out().substr(mark);
   EXPECT_NE(c.out().find("kv cache bf16:", mark), std::string::npos) << c.out().substr(mark);
 }
