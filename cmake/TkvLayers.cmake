@@ -20,6 +20,9 @@ set(TKV_LAYER_api base device quant kernels io tokenizer kvcache model sampling 
 set(TKV_LAYER_server base api runtime)
 # Layers that also see the public API headers in include/turbokv/.
 set(TKV_LAYERS_WITH_PUBLIC_API api server)
+# Public headers every layer sees: base/status.h builds on the public Status, so
+# the API and the engine share one error type.
+set(TKV_PUBLIC_HEADERS_EVERYWHERE status.h)
 
 # tkv_layer_closure(<layer> <out-var>): <layer> and every layer below it that
 # its headers may reach (the allowed layers, their allowed layers, ...): a
@@ -43,7 +46,7 @@ endfunction()
 # tkv_layer_view(<layer> <out-var>): the include directory that shows <layer>
 # only itself and the layers below it (tkv_layer_closure):
 # build/layer-include/<layer>/<l> is a symlink to src/<l>, so "base/status.h"
-# style paths keep working.
+# style paths keep working; turbokv/<h> links the TKV_PUBLIC_HEADERS_EVERYWHERE.
 function(tkv_layer_view layer out)
   tkv_layer_closure(${layer} visible)
   set(dir ${CMAKE_BINARY_DIR}/layer-include/${layer})
@@ -53,6 +56,10 @@ function(tkv_layer_view layer out)
     if(EXISTS ${CMAKE_SOURCE_DIR}/src/${l})
       file(CREATE_LINK ${CMAKE_SOURCE_DIR}/src/${l} ${dir}/${l} SYMBOLIC)
     endif()
+  endforeach()
+  file(MAKE_DIRECTORY ${dir}/turbokv)
+  foreach(h ${TKV_PUBLIC_HEADERS_EVERYWHERE})
+    file(CREATE_LINK ${CMAKE_SOURCE_DIR}/include/turbokv/${h} ${dir}/turbokv/${h} SYMBOLIC)
   endforeach()
   set(${out} ${dir} PARENT_SCOPE)
 endfunction()

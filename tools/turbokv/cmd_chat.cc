@@ -1,6 +1,6 @@
-// turbokv chat: interactive conversation using the model's chat template. The
-// KV cache keeps the conversation; each turn feeds only the new tokens. Line
-// editing and history come from libedit on a terminal; Ctrl-C stops a reply.
+// turbokv chat: interactive conversation using the model's chat template, through
+// the public API (include/turbokv/): each turn submits the whole conversation.
+// Line editing and history come from libedit on a terminal; Ctrl-C stops a reply.
 #include <editline/readline.h>
 #include <langinfo.h>
 #include <poll.h>
@@ -104,18 +104,17 @@ Input read_line(std::string& line) {
 }
 
 const char* kHelp =
-    "/help  this list\n/reset  forget the conversation (clears the KV cache)\n"
+    "/help  this list\n/reset  forget the conversation\n"
     "/save FILE  write the conversation as JSON\n/stats  KV cache summary\n"
     "/quit  leave (or Ctrl-D); Ctrl-C stops a reply\n";
 
 class Chat {
  public:
-  Chat(runtime::Engine& eng, const ChatArgs& a, int seq) : eng_(eng), a_(a), seq_(seq) { reset(); }
+  Chat(turbokv::Engine& eng, const ChatArgs& a) : eng_(eng), a_(a) { reset(); }
   void reset() {
     msgs_.clear();
     if (!a_.system.empty()) msgs_.push_back({"system", a_.system});
-    rendered_.clear();
-    eng_.cache().trim_seq(seq_, 0);
+    kv_tokens_ = 0;
   }
   // A "/" command; false when the user asked to quit.
   bool command(const std::string& line) {
@@ -126,7 +125,7 @@ class Chat {
       reset();
       std::fputs("[chat] conversation cleared\n", stderr);
     } else if (line == "/stats") {
-      print_kv_summary(eng_, a_.common, seq_);
+      print_kv_summary(eng_, a_.common, kv_tokens_);
     } else if (line.rfind("/save ", 0) == 0) {
       save(line.substr(6));
     } else {
@@ -135,6 +134,7 @@ class Chat {
     return true;
   }
   Status turn(const std::string& line);
+  int64_t kv_tokens() const { return kv_tokens_; }
 
  private:
   void save(const std::string& path) {
@@ -148,82 +148,75 @@ class Chat {
                        "messages to %s\n",
                  msgs_.size(), path.c_str());
   }
-  bool fits(size_t n_new) const {
-    const int64_t used = eng_.cache().seq_len(seq_), limit = eng_.context_limit();
-    if (used + static_cast<int64_t>(n_new) <= limit) return true;
+  bool fits(size_t n) const {
+    if (static_cast<int64_t>(n) <= a_.common.ctx) return true;
     std::fprintf(stderr,
-                 "\n[chat] context full: %lld of %lld tokens used, %zu more needed; /reset starts "
-                 "over (or use a larger -c)\n",
-                 static_cast<long long>(used), static_cast<long long>(limit), n_new);
+                 "\n[chat] context full: %lld of %lld tokens used, %lld more needed; /reset "
+                 "starts over (or use a larger -c)\n",
+                 static_cast<long long>(kv_tokens_), static_cast<long long>(a_.common.ctx),
+                 static_cast<long long>(static_cast<int64_t>(n) - kv_tokens_));
     return false;
   }
-  runtime::Engine& eng_;
+  turbokv::Engine& eng_;
   const ChatArgs& a_;
-  int seq_;
-  std::vector<tok::ChatMessage> msgs_;
-  std::string rendered_;  // template text already fed to the model
+  std::vector<turbokv::ChatMessage> msgs_;
+  int64_t kv_tokens_ = 0;  // tokens the last turn left in the cache
 };
 
+// Each turn sends the whole conversation, so the chat keeps no cache state of its
+// own; with the engine's prefix cache the earlier turns need no new prefill.
 Status Chat::turn(const std::string& line) {
-  const auto& tok = eng_.tokenizer();
+  const turbokv::Tokenizer& tok = eng_.tokenizer();
   msgs_.push_back({"user", line});
   TKV_ASSIGN_OR_RETURN(std::string full, tok.apply_chat_template(msgs_, true));
-  // Feed only the new suffix of the rendered conversation.
-  const auto ids = tok.encode(full.substr(rendered_.size()), rendered_.empty(), true);
+  const std::vector<int32_t> ids = tok.encode(full, true, true);
   if (!fits(ids.size() + 1)) {
     msgs_.pop_back();
     return Status();
   }
-  std::string reply;
+  turbokv::Request r;
+  r.prompt_tokens = ids;
+  r.sampling = to_api(a_.sp);
+  r.max_tokens = a_.n_predict;
   g_interrupted = false;
-  auto st = eng_.generate(seq_, ids, a_.n_predict, a_.sp, [&](int32_t, const std::string& piece) {
-    if (g_interrupted) return false;
-    reply += piece;
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
+  TKV_ASSIGN_OR_RETURN(turbokv::RequestHandle h, eng_.submit(r));
+  std::string reply;
+  turbokv::Event ev, end;
+  // After Ctrl-C the reply is what streamed before it; the engine ends the
+  // request at its next step, and what arrives until then is dropped.
+  bool stopped = false;
+  while (h.next(ev)) {
+    if (ev.is_final()) end = ev;
+    if (g_interrupted && !stopped) {
+      h.cancel();
+      stopped = true;
+    }
+    if (stopped) continue;
+    reply += ev.text;
+    std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
     std::fflush(stdout);
-    return true;
-  });
-  TKV_RETURN_IF_ERROR(st.status());
-  msgs_.push_back({"assistant", reply});
-  TKV_ASSIGN_OR_RETURN(std::string closed, tok.apply_chat_template(msgs_, false));
-  // The cache holds the prompt plus the generated tokens (minus the end-of-turn
-  // marker); re-sync by trimming to the prompt and feeding the closed turn text.
-  rendered_ = full;
-  eng_.cache().trim_seq(seq_, eng_.cache().seq_len(seq_) - st.value().decode_steps);
-  auto tail_ids = tok.encode(closed.substr(rendered_.size()), false, true);
-  if (!tail_ids.empty() && fits(tail_ids.size())) {
-    std::vector<float> logits;
-    TKV_RETURN_IF_ERROR(eng_.prefill(seq_, tail_ids, &logits));
-    rendered_ = closed;
-  } else if (!tail_ids.empty()) {
-    // The closed turn does not fit: keep only what the cache holds.
-    msgs_.pop_back();
-    msgs_.pop_back();
-    reset();
-    std::fputs("[chat] the conversation was cleared to make room\n", stderr);
   }
-  const auto f = st.value().finish;
-  if (f == runtime::FinishReason::kStopped) std::fputs("\n[chat] reply stopped (Ctrl-C)", stderr);
-  if (f == runtime::FinishReason::kContextFull)
+  if (end.finish == turbokv::FinishReason::kError) return Status(StatusCode::kInternal, end.error);
+  msgs_.push_back({"assistant", reply});
+  const int64_t gen = end.timings.generated_tokens;
+  kv_tokens_ = static_cast<int64_t>(ids.size()) + std::max<int64_t>(gen - 1, 0);
+  const auto f = end.finish;
+  if (stopped) std::fputs("\n[chat] reply stopped (Ctrl-C)", stderr);
+  if (f == turbokv::FinishReason::kContextFull)
     std::fputs("\n[chat] context full: the reply was cut; /reset starts over", stderr);
-  std::fprintf(stderr, "\n[%.1f tok/s, finish: %s]\n", st.value().decode_tok_s(),
-               runtime::finish_reason_name(f));
+  std::fprintf(stderr, "\n[%.1f tok/s, finish: %s]\n", end.timings.decode_tok_s(),
+               turbokv::finish_reason_name(f));
   return Status();
 }
 
 int run_chat(ChatArgs& a) {
   if (!check_common(a.sub, a.common) || !finish_sampling(a.sub, a.sp)) return 1;
-  auto eng = make_engine(a.common);
+  auto eng = make_api_engine(a.common);
   if (!eng) return 1;
   if (!check_chat_template(*eng, a.common.model)) return 1;
-  auto seq = eng->cache().create_seq();
-  if (!seq.ok()) {
-    std::fprintf(stderr, "error: %s\n", seq.status().message().c_str());
-    return 1;
-  }
-  Chat chat(*eng, a, seq.value());
+  Chat chat(*eng, a);
   std::fprintf(stderr, "[turbokv] chat with %s (kv %s). /help for commands; Ctrl-D quits.\n",
-               eng->model().config().name.c_str(), eng->cache().scheme_name().c_str());
+               eng->model_info().name.c_str(), eng->kv_info().scheme.c_str());
   catch_sigint();
   // libedit edits wide characters: the model speaks UTF-8, so the terminal is
   // read as UTF-8 whatever the locale says (only the character type changes).
@@ -248,7 +241,7 @@ int run_chat(ChatArgs& a) {
       return 1;
     }
   }
-  print_kv_summary(*eng, a.common, seq.value());
+  print_kv_summary(*eng, a.common, chat.kv_tokens());
   return 0;
 }
 }  // namespace

@@ -1,10 +1,10 @@
-// turbokv generate: a prompt in, tokens streamed to stdout, speed and KV bytes at the end.
+// turbokv generate: a prompt in, tokens streamed to stdout, speed and KV bytes at the
+// end; through the public API (include/turbokv/), which also applies --stop.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "tools/turbokv/commands.h"
-#include "tools/turbokv/stop.h"
 
 namespace tkv::cli {
 namespace {
@@ -38,10 +38,10 @@ bool check_flags(GenerateArgs& a) {
 }
 
 // Prompt text -> token ids, through the chat template with --chat.
-Result<std::vector<int32_t>> prompt_tokens(const GenerateArgs& a, const tok::Tokenizer& tok) {
+Result<std::vector<int32_t>> prompt_tokens(const GenerateArgs& a, const turbokv::Tokenizer& tok) {
   std::string text = a.prompt;
   if (a.chat) {
-    std::vector<tok::ChatMessage> msgs;
+    std::vector<turbokv::ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", a.prompt});
     TKV_ASSIGN_OR_RETURN(text, tok.apply_chat_template(msgs, true));
@@ -49,20 +49,22 @@ Result<std::vector<int32_t>> prompt_tokens(const GenerateArgs& a, const tok::Tok
   return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
-void print_timings(runtime::Engine& eng, const runtime::GenerateStats& s) {
+void print_timings(const turbokv::Engine& eng, const turbokv::Event& end) {
+  const turbokv::Timings& t = end.timings;
+  const double prefill_tok_s = t.prefill_ms > 0 ? t.prefill_tokens * 1000.0 / t.prefill_ms : 0;
   const double gbs =
-      s.decode_tok_s() * static_cast<double>(eng.model().weight_bytes_per_token()) / 1e9;
+      t.decode_tok_s() * static_cast<double>(eng.model_info().weight_bytes_per_token) / 1e9;
   std::fprintf(stderr,
                "\n[turbokv] finish: %s\n[turbokv] prefill %lld tok at %.1f tok/s | decode %lld tok "
                "at %.1f tok/s (%.1f GB/s of weights)\n",
-               runtime::finish_reason_name(s.finish), static_cast<long long>(s.prompt_tokens),
-               s.prefill_tok_s(), static_cast<long long>(s.gen_tokens), s.decode_tok_s(), gbs);
+               turbokv::finish_reason_name(end.finish), static_cast<long long>(t.prefill_tokens),
+               prefill_tok_s, static_cast<long long>(t.generated_tokens), t.decode_tok_s(), gbs);
 }
 }  // namespace
 
 static int run_generate(GenerateArgs& a) {
   if (!check_flags(a)) return 1;
-  auto eng = make_engine(a.common);
+  auto eng = make_api_engine(a.common);
   if (!eng) return 1;
   if (a.chat && !check_chat_template(*eng, a.common.model)) return 1;
   auto ids = prompt_tokens(a, eng->tokenizer());
@@ -78,32 +80,34 @@ static int run_generate(GenerateArgs& a) {
                  ids.value().size(), static_cast<long long>(a.common.ctx));
     return 1;
   }
-  auto seq = eng->cache().create_seq();
-  if (!seq.ok()) {
-    std::fprintf(stderr, "error: %s\n", seq.status().message().c_str());
+  turbokv::Request r;
+  r.prompt_tokens = ids.value();
+  r.sampling = to_api(a.sp);
+  r.stop = a.stops;
+  r.max_tokens = a.n_predict;
+  r.on_prefill_progress = progress_bar;
+  auto h = eng->submit(r);
+  if (!h.ok()) {
+    std::fprintf(stderr, "error: %s\n", h.status().message().c_str());
     return 1;
   }
   if (!a.chat) std::fputs(a.prompt.c_str(), stdout);
-  StopStream out(a.stops, [](const std::string& s) {
-    std::fwrite(s.data(), 1, s.size(), stdout);
+  turbokv::Event ev, end;
+  while (h.value().next(ev)) {
+    std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
     std::fflush(stdout);
-  });
-  auto st = eng->generate(
-      seq.value(), ids.value(), a.n_predict, a.sp,
-      [&](int32_t, const std::string& piece) { return out.add(piece); }, progress_bar);
-  out.flush();
+    if (ev.is_final()) end = ev;
+  }
   std::fputs("\n", stdout);
-  if (!st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.status().message().c_str());
+  if (end.finish == turbokv::FinishReason::kError) {
+    std::fprintf(stderr, "error: %s\n", end.error.c_str());
     return 1;
   }
-  print_timings(*eng, st.value());
-  print_kv_summary(*eng, a.common, seq.value());
-  if (const kv::AttnCheck c = eng->cache().attn_check(); c.calls > 0)
-    std::fprintf(stderr,
-                 "[turbokv] --kv-attn verify: %lld attention calls, max |fused - reference| %.3g "
-                 "(max |out| %.3g, worst call relative %.3g)\n",
-                 static_cast<long long>(c.calls), c.max_abs_err, c.max_abs_out, c.max_rel_err);
+  print_timings(*eng, end);
+  // The cache holds the prompt and every sampled token but the last.
+  const int64_t gen = end.timings.generated_tokens;
+  print_kv_summary(*eng, a.common,
+                   gen > 0 ? static_cast<int64_t>(ids.value().size()) + gen - 1 : 0);
   return 0;
 }
 

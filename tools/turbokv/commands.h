@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/engine.h"
+#include "turbokv/engine.h"
 
 namespace tkv::cli {
 
@@ -32,6 +33,11 @@ void add_common_options(CLI::App* app, CommonOptions& o);
 bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme = true);
 // Builds the engine from common options; prints the error and returns null on failure.
 std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o);
+// The public-API engine from common options (o.model already resolved by check_common).
+turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs);
+// Resolves -m, builds the engine; prints the error and returns null on failure.
+std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max_seqs = 1);
+turbokv::SamplingParams to_api(const sampling::SamplerParams& sp);
 void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);
 // After parsing: validates the sampling ranges (printing the error), warns about
 // flags greedy decoding ignores, and draws + prints a random seed unless --seed.
@@ -65,9 +71,12 @@ kv::CacheOptions cache_options(const CommonOptions& o);
 size_t kv_bytes_for_tokens(const kv::KvMemoryModel& m, int64_t n);
 // "[turbokv] kv cache SCHEME: N tokens, B bytes used (...)" on stderr.
 void print_kv_summary(runtime::Engine& eng, const CommonOptions& o, int seq);
+// The same for n tokens of one sequence of a public-API engine (+ the --kv-attn verify line).
+void print_kv_summary(const turbokv::Engine& eng, const CommonOptions& o, int64_t n);
 
 // --chat / chat: false (after printing why) when the model has no chat template.
 bool check_chat_template(runtime::Engine& eng, const std::string& model);
+bool check_chat_template(const turbokv::Engine& eng, const std::string& model);
 
 // Progress bar on stderr for long prefills.
 void progress_bar(int64_t done, int64_t total);

@@ -25,8 +25,8 @@ CLI::Validator kv_validator(const char* name, Fn fn) {
 void add_kv_options(CLI::App* app, CommonOptions& o) {
   app->add_option("--kv-quant", o.kv_quant,
                   "KV cache scheme: bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V>")
-      ->check(kv_validator("KV_SCHEME",
-                           [](const std::string& v) { return kv::check_kv_scheme_syntax(v); }));
+      ->check(kv_validator(
+          "KV_SCHEME", [](const std::string& v) { return turbokv::KvConfig::parse(v).status(); }));
   app->add_option("--kv-quant-start", o.kv_quant_start,
                   "Keep the first N tokens of a sequence in bf16")
       ->check(int_range("--kv-quant-start", 0, kNoMax));
@@ -119,7 +119,7 @@ void warn_no_effect(CLI::App* sub, const std::string& flag, const std::string& w
 }
 
 bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme) {
-  if (one_scheme && (o.kv_quant == "bf16" || o.kv_quant == "f16")) {
+  if (one_scheme && turbokv::KvConfig::parse(o.kv_quant).value().is_float()) {
     warn_no_effect(sub, "--kv-quant-start",
                    "with a float KV cache (--kv-quant " + o.kv_quant + ")");
   }

@@ -7,6 +7,7 @@
 
 #include "base/mem_info.h"
 #include "kvcache/kv_cache.h"
+#include "runtime/kv_sizing.h"
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
@@ -21,13 +22,7 @@ size_t parse_bytes(const std::string& s) {
 }  // namespace
 
 size_t kv_bytes_for_tokens(const kv::KvMemoryModel& m, int64_t n) {
-  // --kv-quant-start keeps the first tokens bf16 in the full-attention layers; the
-  // other layers (and every later token) cost the scheme's bytes.
-  const auto un = static_cast<size_t>(std::max<int64_t>(n, 0));
-  const size_t prefix = std::min(un, static_cast<size_t>(m.prefix_tokens));
-  const size_t rest_layers = m.bytes_per_token - m.full_bytes_per_token;
-  return un * rest_layers + prefix * m.prefix_bytes_per_token +
-         (un - prefix) * m.full_bytes_per_token;
+  return runtime::kv_bytes_for_tokens(m, n);
 }
 
 void print_kv_summary(runtime::Engine& eng, const CommonOptions& o, int seq) {

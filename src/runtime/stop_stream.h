@@ -1,13 +1,14 @@
 // Streams generated text to a sink while watching for stop strings: text that
 // could still be the start of a stop string is held back, so the output ends
-// exactly before the first stop string found.
+// exactly before the first stop string found. Used by the engine loop for a
+// request's stop strings and by the CLI.
 #pragma once
 #include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 class StopStream {
  public:
@@ -47,4 +48,4 @@ class StopStream {
   bool stopped_ = false;
 };
 
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

@@ -1,0 +1,27 @@
+// turbokv::KvConfig: the KV cache scheme, typed (a kind and the key/value bit
+// widths), parsed once from the --kv-quant spelling: bf16 | f16 | 8 | 4 (affine)
+// | turbo (= turbo:k8v3) | turbo:k<K>v<V>. Whether the model's head_dim can use
+// the scheme is checked when the engine is created for that model.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "turbokv/status.h"
+
+namespace turbokv {
+
+struct KvConfig {
+  enum class Kind { kBf16, kF16, kAffine, kTurbo };
+  Kind kind = Kind::kBf16;
+  int key_bits = 16;    // bf16/f16: 16; affine: 4 | 8; turbo: 2 | 4 | 5 | 8
+  int value_bits = 16;  // bf16/f16: 16; affine: = key_bits; turbo: 2 | 3 | 4 | 5 | 8
+
+  // The error names the text and lists the valid forms.
+  static Result<KvConfig> parse(std::string_view text);
+  // The --kv-quant spelling: parse(to_string()) gives this config back.
+  std::string to_string() const;
+  bool is_float() const { return kind == Kind::kBf16 || kind == Kind::kF16; }
+  bool operator==(const KvConfig&) const = default;
+};
+
+}  // namespace turbokv

@@ -1,0 +1,83 @@
+// A generation request and what comes back: streamed events (token, text),
+// the finish reason and timings. Requests go to Engine::submit (engine.h).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace turbokv {
+
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+
+// Token sampling; temperature 0 is greedy. Ranges are checked at submit.
+struct SamplingParams {
+  float temperature = 0.8f;
+  int top_k = 40;               // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off
+  int repeat_last_n = 64;       // -1: whole history, 0: off
+  uint64_t seed = 0;
+};
+
+enum class FinishReason {
+  kNone,         // not finished
+  kLength,       // max_tokens generated (a scoring pass: done)
+  kEos,          // the model's end-of-generation token (not streamed)
+  kStopString,   // a stop string: the text ends right before it
+  kStopToken,    // one of stop_tokens (not streamed)
+  kCancelled,    // RequestHandle::cancel, or the engine was destroyed
+  kContextFull,  // the sequence filled the context
+  kError,        // Event::error says why
+};
+const char* finish_reason_name(FinishReason r);
+
+struct Timings {
+  double queue_ms = 0;           // submit -> first scheduled
+  double ttft_ms = 0;            // submit -> first token
+  double prefill_ms = 0;         // first scheduled -> first token
+  int64_t prefill_tokens = 0;    // tokens prefilled (recomputation after preemption included)
+  int64_t cached_tokens = 0;     // prompt tokens reused from the prefix cache
+  int64_t generated_tokens = 0;  // tokens sampled (an end or stop token included)
+  int64_t decode_tokens = 0;     // tokens sampled after the first
+  double decode_ms = 0;          // first token -> finish
+  int64_t preemptions = 0;       // times the request was preempted (KV freed, recomputed)
+  double decode_tok_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }
+};
+
+// A streamed token with the text it released (text can lag tokens while a stop
+// string may still be forming), or the final event: finish != kNone, the text
+// held back until then, and the timings.
+struct Event {
+  int32_t token = -1;  // -1 on the final event
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;  // kError only
+  Timings timings;    // final event only
+  bool is_final() const { return finish != FinishReason::kNone; }
+};
+
+struct Request {
+  std::vector<int32_t> prompt_tokens;  // used as given (BOS included if wanted)
+  // When prompt_tokens is empty: rendered with the model's chat template, with
+  // the assistant turn opened, then tokenized.
+  std::vector<ChatMessage> messages;
+  SamplingParams sampling;
+  std::vector<std::string> stop;     // stop strings
+  std::vector<int32_t> stop_tokens;  // stop token ids
+  int64_t max_tokens = 128;          // < 0: until an end, a stop or the context
+  int priority = 0;                  // higher first; first come first served within
+  bool ignore_eos = false;           // keep going past end-of-generation tokens
+  // Optional: called for every event on the engine thread (keep it short);
+  // events then skip the handle's queue (RequestHandle::next returns false).
+  std::function<void(const Event&)> on_token;
+  // Optional: called on the engine thread after each prefill chunk with
+  // (prompt tokens in the KV, prompt tokens in all), e.g. for a progress bar.
+  std::function<void(int64_t done, int64_t total)> on_prefill_progress;
+};
+
+}  // namespace turbokv

@@ -1,0 +1,118 @@
+// Public <-> runtime type mapping (see convert.h) and finish_reason_name.
+#include "api/convert.h"
+
+namespace turbokv {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "running";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStopString:
+      return "stop";
+    case FinishReason::kStopToken:
+      return "stop token";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kContextFull:
+      return "context full";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "?";
+}
+
+namespace detail {
+namespace rt = tkv::runtime;
+
+rt::LoopOptions to_runtime(const EngineConfig& c) {
+  rt::LoopOptions o;
+  o.model_path = c.model_path;
+  o.cache.scheme = c.kv.to_string();  // kvcache still takes the canonical spelling
+  o.cache.page_size = c.page_size;
+  o.cache.quant_start = c.quant_start;
+  o.cache.swa_bf16 = c.swa_bf16;
+  o.cache.attn = c.attn == AttnPath::kReference ? tkv::kv::AttnPath::kReference
+                 : c.attn == AttnPath::kVerify  ? tkv::kv::AttnPath::kVerify
+                                                : tkv::kv::AttnPath::kFused;
+  o.context = c.context;
+  o.max_seqs = c.max_seqs;
+  o.n_threads = c.threads;
+  o.kv_budget_bytes = c.kv_budget_bytes;
+  o.step_tokens = c.step_tokens;
+  o.prefix_cache = c.prefix_cache;
+  o.key_center = c.key_center;
+  return o;
+}
+
+rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
+  rt::SeqRequest q;
+  q.prompt = std::move(prompt);
+  q.sampling.temperature = r.sampling.temperature;
+  q.sampling.top_k = r.sampling.top_k;
+  q.sampling.top_p = r.sampling.top_p;
+  q.sampling.min_p = r.sampling.min_p;
+  q.sampling.repeat_penalty = r.sampling.repeat_penalty;
+  q.sampling.repeat_last_n = r.sampling.repeat_last_n;
+  q.sampling.seed = r.sampling.seed;
+  q.stop_strings = r.stop;
+  q.stop_tokens = r.stop_tokens;
+  q.max_tokens = r.max_tokens;
+  q.priority = r.priority;
+  q.ignore_eos = r.ignore_eos;
+  q.on_progress = r.on_prefill_progress;
+  if (r.on_token) q.on_event = [cb = r.on_token](const rt::Event& e) { cb(to_public(e)); };
+  return q;
+}
+
+FinishReason to_public(rt::Finish f) {
+  switch (f) {
+    case rt::Finish::kNone:
+      return FinishReason::kNone;
+    case rt::Finish::kLength:
+      return FinishReason::kLength;
+    case rt::Finish::kEos:
+      return FinishReason::kEos;
+    case rt::Finish::kStopString:
+      return FinishReason::kStopString;
+    case rt::Finish::kStopToken:
+      return FinishReason::kStopToken;
+    case rt::Finish::kCancelled:
+      return FinishReason::kCancelled;
+    case rt::Finish::kContextFull:
+      return FinishReason::kContextFull;
+    case rt::Finish::kError:
+      return FinishReason::kError;
+  }
+  return FinishReason::kError;
+}
+
+Timings to_public(const rt::Timings& t) {
+  Timings p;
+  p.queue_ms = t.queue_ms;
+  p.ttft_ms = t.ttft_ms;
+  p.prefill_ms = t.prefill_ms;
+  p.prefill_tokens = t.prefill_tokens;
+  p.cached_tokens = t.cached_tokens;
+  p.generated_tokens = t.generated_tokens;
+  p.decode_tokens = t.decode_tokens;
+  p.decode_ms = t.decode_ms;
+  p.preemptions = t.preemptions;
+  return p;
+}
+
+Event to_public(const rt::Event& e) {
+  Event p;
+  p.token = e.token;
+  p.text = e.text;
+  p.finish = to_public(e.finish);
+  p.error = e.error;
+  p.timings = to_public(e.timings);
+  return p;
+}
+
+}  // namespace detail
+}  // namespace turbokv

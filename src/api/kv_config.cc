@@ -1,0 +1,48 @@
+// KvConfig (include/turbokv/kv_config.h): the typed --kv-quant, parsed by the
+// one scheme parser (quant::parse_kv_scheme) with kvcache's error text.
+#include "turbokv/kv_config.h"
+
+#include "kvcache/kv_cache.h"
+#include "quant/kv_scheme.h"
+
+namespace turbokv {
+
+Result<KvConfig> KvConfig::parse(std::string_view text) {
+  TKV_RETURN_IF_ERROR(tkv::kv::check_kv_scheme_syntax(std::string(text)));
+  // head_dim 128 suits every scheme: only the spelling matters here.
+  TKV_ASSIGN_OR_RETURN(const tkv::quant::KvScheme s, tkv::quant::parse_kv_scheme(text, 128));
+  KvConfig c;
+  switch (s.kind) {
+    case tkv::quant::KvKind::kBf16:
+      c.kind = Kind::kBf16;
+      break;
+    case tkv::quant::KvKind::kF16:
+      c.kind = Kind::kF16;
+      break;
+    case tkv::quant::KvKind::kAffine:
+      c.kind = Kind::kAffine;
+      break;
+    case tkv::quant::KvKind::kTurbo:
+      c.kind = Kind::kTurbo;
+      break;
+  }
+  c.key_bits = s.k_bits;
+  c.value_bits = s.v_bits;
+  return c;
+}
+
+std::string KvConfig::to_string() const {
+  switch (kind) {
+    case Kind::kBf16:
+      return "bf16";
+    case Kind::kF16:
+      return "f16";
+    case Kind::kAffine:
+      return std::to_string(key_bits);
+    case Kind::kTurbo:
+      return "turbo:k" + std::to_string(key_bits) + "v" + std::to_string(value_bits);
+  }
+  return "?";
+}
+
+}  // namespace turbokv

@@ -1,0 +1,159 @@
+// EngineLoop: construction, the request entry points and the thread's loop
+// (see engine_loop.h); the step itself is in engine_step.cc.
+#include "runtime/engine_loop.h"
+
+#include <filesystem>
+
+#include "base/timer.h"
+#include "runtime/kv_sizing.h"
+
+namespace tkv::runtime {
+
+Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
+  if (!std::filesystem::exists(o.model_path))
+    return make_error(StatusCode::kNotFound,
+                      "[engine] model file not found: {} (run scripts/fetch-models)", o.model_path);
+  std::unique_ptr<EngineLoop> e(new EngineLoop());
+  e->opts_ = o;
+  TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(o.model_path));
+  e->model_->set_key_centering(o.key_center);
+  const std::string& mname = e->model_->config().name;
+  const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
+  kv::CacheOptions base = o.cache;
+  base.budget_bytes = o.kv_budget_bytes;
+  TKV_ASSIGN_OR_RETURN(
+      KvSizing sz, size_kv_pool(e->model_->kv_shape(), base, o.context, o.max_seqs, o.step_tokens,
+                                name, e->model_->gguf().file_size()));
+  TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), sz.cache));
+  e->pool_tokens_ = sz.cache.max_tokens;
+  TKV_ASSIGN_OR_RETURN(e->kv_mem_, kv::kv_memory_model(e->model_->kv_shape(), sz.cache));
+  TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
+  SchedulerConfig sc;
+  sc.total_pages = sz.total_pages;
+  sc.page_size = sz.cache.page_size;
+  sc.max_running = o.max_seqs;
+  sc.step_tokens = o.step_tokens;
+  sc.max_seq_tokens = o.context;
+  e->sched_ = std::make_unique<Scheduler>(sc);
+  const int hw = static_cast<int>(std::thread::hardware_concurrency());
+  e->pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : std::max(hw, 1));
+  e->publish_stats();
+  e->thread_ = std::thread([p = e.get()] { p->run(); });
+  return e;
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard<std::mutex> lk(mb_->mu);
+    stopping_ = true;
+  }
+  mb_->poke();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
+  const int64_t n = static_cast<int64_t>(r.prompt.size());
+  if (n == 0) return invalid_argument("[engine] empty prompt (a request needs at least 1 token)");
+  if (n > opts_.context)
+    return invalid_argument(
+        "[engine] prompt of {} tokens does not fit the context of {} tokens (raise the context "
+        "or shorten the prompt)",
+        n, opts_.context);
+  const int32_t nv = model_->config().n_vocab;
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= nv)
+      return invalid_argument("[engine] prompt token id {} out of range (valid: 0 to {})", t,
+                              nv - 1);
+  TKV_RETURN_IF_ERROR(sampling::validate(r.sampling));
+  const bool queue = !r.on_event;
+  auto state = std::make_shared<RequestState>(mb_, queue);
+  if (r.max_tokens == 0 && !r.on_logits) {  // nothing to generate: done before it starts
+    Event e;
+    e.finish = Finish::kLength;
+    if (r.on_event) r.on_event(e);
+    state->push(std::move(e));
+    return state;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mb_->mu);
+    if (stopping_) return make_error(StatusCode::kInternal, "[engine] shutting down");
+    inbox_.push_back(std::make_unique<Sequence>(next_id_++, std::move(r), state, now_ms()));
+    mb_->poked = true;
+  }
+  mb_->cv.notify_all();
+  return state;
+}
+
+Status EngineLoop::score(const std::vector<int32_t>& tokens, const LogitsFn& on_logits,
+                         int priority) {
+  SeqRequest r;
+  r.prompt = tokens;
+  r.priority = priority;
+  r.on_logits = on_logits;
+  r.max_tokens = 0;
+  TKV_ASSIGN_OR_RETURN(auto st, submit(std::move(r)));
+  const Event e = st->wait();
+  if (e.finish == Finish::kLength) return Status();
+  return make_error(StatusCode::kInternal, "[engine] scoring {} tokens ended: {}{}{}",
+                    tokens.size(), finish_name(e.finish), e.error.empty() ? "" : ": ", e.error);
+}
+
+LoopStats EngineLoop::stats() const {
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  return stats_;
+}
+
+void EngineLoop::publish_stats() {
+  LoopStats s;
+  s.running = sched_->n_running();
+  s.waiting = sched_->n_waiting();
+  s.kv_pages_total = sched_->config().total_pages;
+  s.kv_pages_used = sched_->used_pages();
+  s.page_size = sched_->config().page_size;
+  s.preemptions = sched_->n_preemptions();
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  s.steps = stats_.steps;
+  s.prefix_hits = stats_.prefix_hits;
+  s.prefix_tokens_reused = stats_.prefix_tokens_reused;
+  stats_ = s;
+}
+
+// Moves submitted requests to the scheduler; with `wait`, first sleeps until
+// something arrives or a handle pokes (cancellation).
+bool EngineLoop::take_inbox(bool wait) {
+  std::vector<std::unique_ptr<Sequence>> fresh;
+  {
+    std::unique_lock<std::mutex> lk(mb_->mu);
+    if (wait) mb_->cv.wait(lk, [&] { return mb_->poked || stopping_; });
+    mb_->poked = false;
+    if (stopping_) return false;
+    fresh.swap(inbox_);
+  }
+  for (auto& s : fresh) {
+    sched_->add(s->id, s->req.priority, static_cast<int64_t>(s->tokens.size()));
+    const SeqId id = s->id;
+    seqs_.emplace(id, std::move(s));
+  }
+  return true;
+}
+
+void EngineLoop::run() {
+  bool idle = true;
+  while (take_inbox(idle)) {
+    for (auto& [id, s] : seqs_)
+      if (s->state->cancelled()) sched_->cancel(id);
+    idle = !step();
+    publish_stats();
+  }
+  // Shutting down: everything still open (queued, waiting or running) is cancelled.
+  {
+    std::lock_guard<std::mutex> lk(mb_->mu);
+    for (auto& s : inbox_) seqs_.emplace(s->id, std::move(s));
+    inbox_.clear();
+  }
+  std::vector<SeqId> open;
+  for (auto& [id, s] : seqs_) open.push_back(id);
+  for (SeqId id : open) finish(id, Finish::kCancelled);
+}
+
+}  // namespace tkv::runtime

@@ -1,0 +1,106 @@
+// EngineLoop: the batched runtime. It owns the model, tokenizer, KV cache and
+// its sequences, and runs a loop on its own thread: each step the Scheduler
+// plans one ragged batch (decode tokens + prefill chunks), Model::forward runs
+// it, and every sequence that got logits samples, checks its ends (eos, stop
+// token, stop string, max tokens, context) and streams an event to its handle.
+// submit() and stats() may be called from any thread.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kvcache/kv_cache.h"
+#include "model/batch.h"
+#include "model/model.h"
+#include "runtime/kv_sizing.h"
+#include "runtime/request_state.h"
+#include "runtime/scheduler.h"
+#include "runtime/sequence.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::runtime {
+
+struct LoopOptions {
+  std::string model_path;
+  kv::CacheOptions cache;      // scheme, page_size, quant_start, swa_bf16, attn
+  int64_t context = 4096;      // most tokens one sequence holds (prompt + output)
+  int max_seqs = 8;            // sequences running at once
+  int n_threads = 0;           // 0 = all cores
+  size_t kv_budget_bytes = 0;  // 0 = half of available memory minus the model
+  int64_t step_tokens = 512;   // most tokens per forward step (>= max_seqs)
+  bool prefix_cache = true;    // reuse cached prompt prefixes (hook; see engine_loop.cc)
+  bool key_center = true;      // store k - b_k (model.h)
+};
+
+struct LoopStats {
+  int running = 0, waiting = 0;
+  int64_t kv_pages_total = 0, kv_pages_used = 0;
+  int page_size = 0;
+  int64_t steps = 0, preemptions = 0;
+  int64_t prefix_hits = 0, prefix_tokens_reused = 0;
+};
+
+class EngineLoop {
+ public:
+  static Result<std::unique_ptr<EngineLoop>> create(const LoopOptions& o);
+  // Stops the loop; requests still open finish as cancelled.
+  ~EngineLoop();
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Queues a request; invalid ones (empty or too long prompt, token ids out of
+  // the vocabulary, bad sampling values) are refused here, not mid-run.
+  Result<std::shared_ptr<RequestState>> submit(SeqRequest r);
+  // Teacher-forced logits of tokens (<= the context), chunk by chunk, on the
+  // engine thread; blocks until done.
+  Status score(const std::vector<int32_t>& tokens, const LogitsFn& on_logits, int priority = 0);
+
+  LoopStats stats() const;
+  const model::Model& model() const { return *model_; }
+  const tok::Tokenizer& tokenizer() const { return *tok_; }
+  const kv::KvCache& cache() const { return *cache_; }
+  int64_t context() const { return opts_.context; }
+  int64_t pool_tokens() const { return pool_tokens_; }
+  // Bytes n tokens of one sequence take in this cache (kv_sizing.h).
+  size_t kv_bytes_for_tokens(int64_t n) const { return runtime::kv_bytes_for_tokens(kv_mem_, n); }
+  int n_threads() const { return pool_->n_threads(); }
+
+ private:
+  EngineLoop() = default;
+  void run();
+  bool take_inbox(bool wait);  // false once stopping
+  bool step();                 // false when nothing ran
+  void run_chunks(const StepPlan& p);
+  void on_token(Sequence& s, int32_t tok);
+  void emit(Sequence& s, Event e);
+  void finish(SeqId id, Finish why, const std::string& error = {});
+  int64_t admit(SeqId id);
+  void publish_stats();
+
+  LoopOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tok::Tokenizer> tok_;
+  std::unique_ptr<kv::KvCache> cache_;
+  std::unique_ptr<Scheduler> sched_;
+  int64_t pool_tokens_ = 0;
+  kv::KvMemoryModel kv_mem_;
+  model::Batch batch_;
+  model::Workspace ws_;
+
+  std::shared_ptr<Mailbox> mb_ = std::make_shared<Mailbox>();
+  std::vector<std::unique_ptr<Sequence>> inbox_;               // guarded by mb_->mu
+  bool stopping_ = false;                                      // guarded by mb_->mu
+  SeqId next_id_ = 0;                                          // guarded by mb_->mu
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;  // engine thread only
+  mutable std::mutex stats_mu_;
+  LoopStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace tkv::runtime

@@ -1,0 +1,131 @@
+// One step of the engine loop: plan (scheduler), free what was dropped or
+// preempted, build the ragged batch, run Model::forward, then sample and
+// stream per sequence (see engine_loop.h).
+#include <algorithm>
+
+#include "base/timer.h"
+#include "runtime/engine_loop.h"
+
+namespace tkv::runtime {
+
+// Admission: a KV sequence for id. Returns the tokens already in the KV.
+// Prefix sharing plugs in here: with opts_.prefix_cache, attach the longest
+// cached prefix of s.tokens (KvCache::attach_prefix) and return its length.
+int64_t EngineLoop::admit(SeqId id) {
+  Sequence& s = *seqs_.at(id);
+  auto kv = cache_->create_seq();
+  if (!kv.ok()) return -1;
+  s.kv = kv.value();
+  if (s.admit_ms < 0) s.admit_ms = now_ms();
+  return 0;
+}
+
+bool EngineLoop::step() {
+  const StepPlan p = sched_->plan([this](SeqId id) { return admit(id); });
+  for (SeqId id : p.dropped) finish(id, Finish::kCancelled);
+  for (SeqId id : p.preempted) {
+    Sequence& s = *seqs_.at(id);
+    cache_->free_seq(s.kv);
+    s.kv = -1;
+    ++s.timings.preemptions;
+  }
+  if (p.chunks.empty()) return !p.dropped.empty();
+  run_chunks(p);
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  ++stats_.steps;
+  return true;
+}
+
+void EngineLoop::run_chunks(const StepPlan& p) {
+  batch_.clear();
+  for (const PlannedChunk& c : p.chunks) {
+    Sequence& s = *seqs_.at(c.id);
+    const model::LogitsWanted w = s.scoring()   ? model::LogitsWanted::kAll
+                                  : c.completes ? model::LogitsWanted::kLast
+                                                : model::LogitsWanted::kNone;
+    batch_.add(s.kv, s.tokens.data() + c.first, c.n, w);
+    // A decode feeds the one token sampled last step; anything else is prefill.
+    const bool decode =
+        c.n == 1 && s.n_generated() > 0 && c.first + 1 == static_cast<int64_t>(s.tokens.size());
+    if (!decode) s.timings.prefill_tokens += c.n;
+  }
+  const Status st = model_->forward(batch_, ws_, *cache_, *pool_);
+  if (!st.ok()) {
+    // The cache state of these sequences is unknown now: end them, keep the engine.
+    for (const PlannedChunk& c : p.chunks) finish(c.id, Finish::kError, st.message());
+    return;
+  }
+  sched_->done(p);
+  const int64_t nv = model_->config().n_vocab;
+  for (size_t i = 0; i < p.chunks.size(); ++i) {
+    const PlannedChunk& c = p.chunks[i];
+    Sequence& s = *seqs_.at(c.id);
+    if (s.req.on_progress && c.n > 1)
+      s.req.on_progress(c.first + c.n, static_cast<int64_t>(s.tokens.size()));
+    if (s.scoring()) {
+      s.req.on_logits(c.first, c.n, ws_.slice_logits(i, nv));
+      if (c.completes) finish(c.id, Finish::kLength);
+    } else if (c.completes) {
+      const float* logits = ws_.slice_logits(i, nv);
+      on_token(s, s.sampler.sample(logits, static_cast<int>(nv), s.tokens));
+    }
+  }
+}
+
+// A token was sampled for s: stream it, or end the sequence.
+void EngineLoop::on_token(Sequence& s, int32_t tok) {
+  const double now = now_ms();
+  if (s.first_token_ms < 0) {
+    s.first_token_ms = now;
+    s.timings.ttft_ms = now - s.submit_ms;
+    s.timings.prefill_ms = now - s.admit_ms;
+  }
+  s.tokens.push_back(tok);
+  if (!s.req.ignore_eos && tok_->is_eog(tok)) return finish(s.id, Finish::kEos);
+  if (std::find(s.req.stop_tokens.begin(), s.req.stop_tokens.end(), tok) != s.req.stop_tokens.end())
+    return finish(s.id, Finish::kStopToken);
+  const bool go_on = s.stop.add(tok_->token_to_piece(tok));
+  Event e;
+  e.token = tok;
+  e.text = std::move(s.text);
+  s.text.clear();
+  emit(s, std::move(e));
+  if (!go_on) return finish(s.id, Finish::kStopString);
+  if (s.req.max_tokens >= 0 && s.n_generated() >= s.req.max_tokens)
+    return finish(s.id, Finish::kLength);
+  // The KV holds every token but the last: one more would pass the context.
+  if (static_cast<int64_t>(s.tokens.size()) > opts_.context)
+    return finish(s.id, Finish::kContextFull);
+  sched_->append(s.id);
+}
+
+void EngineLoop::emit(Sequence& s, Event e) {
+  if (s.req.on_event) s.req.on_event(e);
+  s.state->push(std::move(e));
+}
+
+// Ends id: the held-back text and timings go out in the final event, its KV
+// sequence is freed (a finished prompt is where publish_prefix plugs in, before
+// free_seq) and the scheduler forgets it.
+void EngineLoop::finish(SeqId id, Finish why, const std::string& error) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Sequence& s = *it->second;
+  const double now = now_ms();
+  if (!s.scoring()) s.stop.flush();
+  Event e;
+  e.finish = why;
+  e.error = error;
+  e.text = std::move(s.text);
+  s.timings.queue_ms = (s.admit_ms >= 0 ? s.admit_ms : now) - s.submit_ms;
+  s.timings.generated_tokens = s.n_generated();
+  s.timings.decode_tokens = std::max<int64_t>(0, s.n_generated() - 1);
+  s.timings.decode_ms = s.first_token_ms >= 0 ? now - s.first_token_ms : 0;
+  e.timings = s.timings;
+  if (s.kv >= 0) cache_->free_seq(s.kv);
+  sched_->finish(id);
+  emit(s, std::move(e));
+  seqs_.erase(it);
+}
+
+}  // namespace tkv::runtime

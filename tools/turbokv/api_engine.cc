@@ -1,0 +1,88 @@
+// The CLI's side of the public API (include/turbokv/): an Engine built from the
+// common options, and the summaries printed from it.
+#include <cstdio>
+
+#include "base/mem_info.h"
+#include "tools/turbokv/commands.h"
+
+namespace tkv::cli {
+
+turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
+  turbokv::EngineConfig c;
+  c.model_path = o.model;
+  c.kv = turbokv::KvConfig::parse(o.kv_quant).value();  // validated at parse time
+  c.context = o.ctx;
+  c.max_seqs = max_seqs;
+  c.threads = o.threads;
+  if (!o.kv_budget.empty()) c.kv_budget_bytes = parse_byte_size(o.kv_budget).value();
+  c.step_tokens = std::max<int64_t>(o.ubatch, max_seqs);
+  c.quant_start = o.kv_quant_start;
+  c.swa_bf16 = kv::parse_swa_mode(o.kv_quant_swa).value();
+  const kv::AttnPath p = kv::parse_attn_path(o.kv_attn).value();
+  c.attn = p == kv::AttnPath::kReference ? turbokv::AttnPath::kReference
+           : p == kv::AttnPath::kVerify  ? turbokv::AttnPath::kVerify
+                                         : turbokv::AttnPath::kFused;
+  c.key_center = o.kv_key_center == "on";
+  return c;
+}
+
+std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max_seqs) {
+  auto path = resolve_model(o.model);
+  if (!path.ok()) {
+    std::fprintf(stderr, "error: %s\n", path.status().message().c_str());
+    return nullptr;
+  }
+  CommonOptions resolved = o;
+  resolved.model = path.value();
+  auto r = turbokv::Engine::create(engine_config(resolved, max_seqs));
+  if (!r.ok()) {
+    std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
+    return nullptr;
+  }
+  return std::move(r).value();
+}
+
+turbokv::SamplingParams to_api(const sampling::SamplerParams& sp) {
+  turbokv::SamplingParams p;
+  p.temperature = sp.temperature;
+  p.top_k = sp.top_k;
+  p.top_p = sp.top_p;
+  p.min_p = sp.min_p;
+  p.repeat_penalty = sp.repeat_penalty;
+  p.repeat_last_n = sp.repeat_last_n;
+  p.seed = sp.seed;
+  return p;
+}
+
+void print_kv_summary(const turbokv::Engine& eng, const CommonOptions& o, int64_t n) {
+  const turbokv::KvInfo kv = eng.kv_info();
+  const size_t used = eng.kv_bytes_for_tokens(n);
+  const std::string start = o.kv_quant_start > 0 && !eng.config().kv.is_float()
+                                ? fmt::format("; first {} tokens bf16, then {} B/token",
+                                              o.kv_quant_start, kv.bytes_per_token)
+                                : "";
+  std::fprintf(stderr,
+               "[turbokv] kv cache %s: %lld tokens, %zu bytes used (%.1f B/token%s), %.2f MiB "
+               "allocated\n",
+               kv.scheme.c_str(), static_cast<long long>(n), used,
+               n > 0 ? static_cast<double>(used) / static_cast<double>(n) : 0.0, start.c_str(),
+               static_cast<double>(kv.allocated_bytes) / 1048576.0);
+  if (kv.verify_calls > 0)
+    std::fprintf(stderr,
+                 "[turbokv] --kv-attn verify: %lld attention calls, max |fused - reference| %.3g "
+                 "(max |out| %.3g, worst call relative %.3g)\n",
+                 static_cast<long long>(kv.verify_calls), kv.verify_max_abs_err,
+                 kv.verify_max_abs_out, kv.verify_max_rel_err);
+}
+
+bool check_chat_template(const turbokv::Engine& eng, const std::string& model) {
+  if (eng.model_info().has_chat_template) return true;
+  std::fprintf(stderr,
+               "error: [cli] model %s (%s) has no chat template (tokenizer.chat_template is "
+               "absent): it is likely a base model; use an instruct model, or run generate "
+               "without --chat\n",
+               eng.model_info().name.c_str(), model.c_str());
+  return false;
+}
+
+}  // namespace tkv::cli
