@@ -2,12 +2,32 @@
 // (see engine_loop.h); the step itself is in engine_step.cc.
 #include "runtime/engine_loop.h"
 
+#include <pthread.h>
+
+#include <csignal>
 #include <filesystem>
 
 #include "base/timer.h"
 #include "runtime/kv_sizing.h"
 
 namespace tkv::runtime {
+namespace {
+// Threads started in its scope block every signal: a signal meant for the
+// application (Ctrl-C in `turbokv chat`) then reaches one of its own threads and
+// interrupts that thread's blocking read, never lands on an engine thread.
+class BlockSignals {
+ public:
+  BlockSignals() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_);
+  }
+  ~BlockSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+
+ private:
+  sigset_t old_;
+};
+}  // namespace
 
 Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   if (!std::filesystem::exists(o.model_path))
@@ -36,8 +56,9 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   sc.max_seq_tokens = o.context;
   e->sched_ = std::make_unique<Scheduler>(sc);
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
-  e->pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : std::max(hw, 1));
   e->publish_stats();
+  BlockSignals block;
+  e->pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : std::max(hw, 1));
   e->thread_ = std::thread([p = e.get()] { p->run(); });
   return e;
 }

@@ -33,7 +33,7 @@ struct LoopOptions {
   int n_threads = 0;           // 0 = all cores
   size_t kv_budget_bytes = 0;  // 0 = half of available memory minus the model
   int64_t step_tokens = 512;   // most tokens per forward step (>= max_seqs)
-  bool prefix_cache = true;    // reuse cached prompt prefixes (hook; see engine_loop.cc)
+  bool prefix_cache = true;    // reuse cached prompt prefixes (EngineLoop::admit)
   bool key_center = true;      // store k - b_k (model.h)
 };
 

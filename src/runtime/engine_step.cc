@@ -10,7 +10,9 @@ namespace tkv::runtime {
 
 // Admission: a KV sequence for id. Returns the tokens already in the KV.
 // Prefix sharing plugs in here: with opts_.prefix_cache, attach the longest
-// cached prefix of s.tokens (KvCache::attach_prefix) and return its length.
+// cached prefix of s.tokens (KvCache::attach_prefix), at most all but the last
+// token (whose logits the first step needs), count it in s.timings.cached_tokens
+// and return its length.
 int64_t EngineLoop::admit(SeqId id) {
   Sequence& s = *seqs_.at(id);
   auto kv = cache_->create_seq();
@@ -29,7 +31,7 @@ bool EngineLoop::step() {
     s.kv = -1;
     ++s.timings.preemptions;
   }
-  if (p.chunks.empty()) return !p.dropped.empty();
+  if (p.chunks.empty()) return !p.dropped.empty() || !p.preempted.empty();
   run_chunks(p);
   std::lock_guard<std::mutex> lk(stats_mu_);
   ++stats_.steps;

@@ -45,6 +45,11 @@ class PtyChat {
     }
     return true;
   }
+  // The prompt printed after `what` (found past `from`): input sent before it would
+  // reach the terminal in cooked mode, between two reads of the line editor.
+  bool wait_for_prompt_after(const std::string& what, size_t from) {
+    return wait_for(what, from) && wait_for("> ", out_.find(what, from) + what.size());
+  }
   int wait_exit() {
     int st = 0;
     for (int i = 0; i < 150; ++i) {
@@ -102,25 +107,25 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   size_t mark = c.size();
   c.send("/hep\x1b[Dl\r");
   ASSERT_TRUE(c.wait_for("/reset  forget", mark)) << c.out();
-  ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
+  ASSERT_TRUE(c.wait_for_prompt_after("/reset  forget", mark)) << c.out();
   // Up arrow recalls "/help" from the history.
   mark = c.size();
   c.send("\x1b[A\r");
   ASSERT_TRUE(c.wait_for("/reset  forget", mark)) << c.out().substr(mark);
-  ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
+  ASSERT_TRUE(c.wait_for_prompt_after("/reset  forget", mark)) << c.out();
   // Multi-byte UTF-8 typed at the prompt arrives intact.
   mark = c.size();
   c.send("/caf\xc3\xa9 \xe2\x82\xac\r");
   ASSERT_TRUE(c.wait_for("unknown command /caf\xc3\xa9 \xe2\x82\xac;", mark))
       << c.out().substr(mark);
-  ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
+  ASSERT_TRUE(c.wait_for_prompt_after("unknown command", mark)) << c.out();
   // A long reply, interrupted by Ctrl-C once it streams: the prompt comes back.
   mark = c.size();
   c.send("Write a very long story about a dragon and a knight.\r");
   ASSERT_TRUE(c.wait_for("the", mark + 60, 30)) << c.out().substr(mark);
   c.send("\x03");
   ASSERT_TRUE(c.wait_for("reply stopped (Ctrl-C)", mark)) << c.out().substr(mark);
-  ASSERT_TRUE(c.wait_for("> ", c.out().find("reply stopped", mark))) << c.out().substr(mark);
+  ASSERT_TRUE(c.wait_for_prompt_after("reply stopped", mark)) << c.out().substr(mark);
   // /save writes the conversation: the reply as it streamed, once.
   const std::string reply = streamed_reply(c.out().substr(mark));
   ASSERT_GE(reply.size(), 20u) << c.out().substr(mark);
@@ -128,7 +133,7 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   mark = c.size();
   c.send("/save " + path + "\r");
   ASSERT_TRUE(c.wait_for("saved 2 messages", mark)) << c.out().substr(mark);
-  ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
+  ASSERT_TRUE(c.wait_for_prompt_after("saved 2 messages", mark)) << c.out();
   std::ifstream in(path);
   const auto saved = nlohmann::json::parse(in);
   ASSERT_EQ(saved.size(), 2u);
@@ -137,11 +142,12 @@ TEST(ChatPty, EditingHistoryCtrlCResetAndExit) {
   mark = c.size();
   c.send("/reset\r");
   ASSERT_TRUE(c.wait_for("conversation cleared", mark)) << c.out().substr(mark);
-  ASSERT_TRUE(c.wait_for("> ", mark)) << c.out();
+  ASSERT_TRUE(c.wait_for_prompt_after("conversation cleared", mark)) << c.out();
   // Ctrl-C at the prompt does not end the session; it says how to leave.
   mark = c.size();
   c.send("\x03");
   ASSERT_TRUE(c.wait_for("Ctrl-D", mark)) << c.out().substr(mark);
+  ASSERT_TRUE(c.wait_for_prompt_after("Ctrl-D", mark)) << c.out().substr(mark);
   // Ctrl-D at an empty prompt leaves with the KV summary and status 0.
   mark = c.size();
   c.send("\x04");
