@@ -41,6 +41,9 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
   kv::CacheOptions base = o.cache;
   base.budget_bytes = o.kv_budget_bytes;
+  // Prefix keys are seeded with everything that changes the KV a token gets.
+  if (o.prefix_cache)
+    base.prefix_namespace = kv::make_prefix_namespace(o.model_path, base, o.key_center);
   TKV_ASSIGN_OR_RETURN(
       KvSizing sz, size_kv_pool(e->model_->kv_shape(), base, o.context, o.max_seqs, o.step_tokens,
                                 name, e->model_->gguf().file_size()));

@@ -8,18 +8,27 @@
 
 namespace tkv::runtime {
 
-// Admission: a KV sequence for id. Returns the tokens already in the KV.
-// Prefix sharing plugs in here: with opts_.prefix_cache, attach the longest
-// cached prefix of s.tokens (KvCache::attach_prefix), at most all but the last
-// token (whose logits the first step needs), count it in s.timings.cached_tokens
-// and return its length.
+// Admission: a KV sequence for id. Returns the tokens already in the KV: with
+// opts_.prefix_cache, the longest run of cached full pages that starts s.tokens
+// (KvCache::attach_prefix leaves at least the last token to compute, whose
+// logits the first step needs). Scoring wants logits at every position, so it
+// always computes everything.
 int64_t EngineLoop::admit(SeqId id) {
   Sequence& s = *seqs_.at(id);
   auto kv = cache_->create_seq();
   if (!kv.ok()) return -1;
   s.kv = kv.value();
   if (s.admit_ms < 0) s.admit_ms = now_ms();
-  return 0;
+  if (!opts_.prefix_cache || s.scoring()) return 0;
+  const int64_t n =
+      cache_->attach_prefix(s.kv, s.tokens.data(), static_cast<int64_t>(s.tokens.size()));
+  if (n > 0) {
+    s.timings.cached_tokens += n;
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    ++stats_.prefix_hits;
+    stats_.prefix_tokens_reused += n;
+  }
+  return n;
 }
 
 bool EngineLoop::step() {
@@ -108,8 +117,8 @@ void EngineLoop::emit(Sequence& s, Event e) {
 }
 
 // Ends id: the held-back text and timings go out in the final event, its KV
-// sequence is freed (a finished prompt is where publish_prefix plugs in, before
-// free_seq) and the scheduler forgets it.
+// sequence is published to the prefix cache and freed, and the scheduler
+// forgets it.
 void EngineLoop::finish(SeqId id, Finish why, const std::string& error) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
@@ -125,7 +134,15 @@ void EngineLoop::finish(SeqId id, Finish why, const std::string& error) {
   s.timings.decode_tokens = std::max<int64_t>(0, s.n_generated() - 1);
   s.timings.decode_ms = s.first_token_ms >= 0 ? now - s.first_token_ms : 0;
   e.timings = s.timings;
-  if (s.kv >= 0) cache_->free_seq(s.kv);
+  if (s.kv >= 0) {
+    // Its full pages stay findable for later requests (the cache evicts them
+    // LRU when it needs room); after an error the KV contents are unknown.
+    if (opts_.prefix_cache && why != Finish::kError)
+      cache_->publish_prefix(
+          s.kv, s.tokens.data(),
+          std::min(cache_->seq_len(s.kv), static_cast<int64_t>(s.tokens.size())));
+    cache_->free_seq(s.kv);
+  }
   sched_->finish(id);
   emit(s, std::move(e));
   seqs_.erase(it);
