@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/timer.h"
-#include "tools/turbokv/commands.h"
+#include "tools/turbokv/bench_legacy.h"
 
 namespace tkv::cli {
 namespace {
