@@ -70,6 +70,7 @@ struct EngineStats {
   int64_t kv_pages_total = 0, kv_pages_used = 0, kv_pages_free = 0;  // full-attention pool
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
+  double attention_ms = 0;  // wall time spent in KV attention since the engine started
 };
 
 // The model's tokenizer, owned by the engine.

@@ -138,6 +138,7 @@ EngineStats Engine::stats() const {
   e.preemptions = s.preemptions;
   e.prefix_hits = s.prefix_hits;
   e.prefix_tokens_reused = s.prefix_tokens_reused;
+  e.attention_ms = s.attention_ms;
   return e;
 }
 

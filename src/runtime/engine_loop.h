@@ -43,6 +43,7 @@ struct LoopStats {
   int page_size = 0;
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
+  double attention_ms = 0;  // wall time inside KV attention since the engine started
 };
 
 class EngineLoop {
