@@ -2,7 +2,7 @@
 # layers <layer> may include directly besides itself; the compiler sees those
 # and what their headers reach (tkv_layer_closure). scripts/ci/check-layers.py reads
 # this table too, so it is the one place to change the rule.
-set(TKV_LAYERS base device quant kernels io tokenizer tensor ops kvcache model sampling runtime eval api server)
+set(TKV_LAYERS base device quant kernels io tokenizer tensor ops kvcache model sampling runtime api eval server)
 set(TKV_LAYER_base "")
 set(TKV_LAYER_device base)
 set(TKV_LAYER_quant base)
@@ -15,11 +15,12 @@ set(TKV_LAYER_kvcache base device quant kernels)
 set(TKV_LAYER_model base device quant kernels io kvcache)
 set(TKV_LAYER_sampling base)
 set(TKV_LAYER_runtime base device quant kernels io tokenizer kvcache model sampling)
-set(TKV_LAYER_eval base device quant kernels io tokenizer kvcache model sampling runtime)
 set(TKV_LAYER_api base device quant kernels io tokenizer kvcache model sampling runtime)
 set(TKV_LAYER_server base api runtime)
+# eval drives engines through the public API only (include/turbokv/).
+set(TKV_LAYER_eval base)
 # Layers that also see the public API headers in include/turbokv/.
-set(TKV_LAYERS_WITH_PUBLIC_API api server)
+set(TKV_LAYERS_WITH_PUBLIC_API api server eval)
 # Public headers every layer sees: base/status.h builds on the public Status, so
 # the API and the engine share one error type.
 set(TKV_PUBLIC_HEADERS_EVERYWHERE status.h)

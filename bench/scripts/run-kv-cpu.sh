@@ -30,7 +30,7 @@ for f in sorted(glob.glob(f"{out}/*.json")):
                      "attn_us_per_tok": r["attn_us_per_tok"], "gbs": r["gbs"], "path": path})
 json.dump({"threads": int(T), "rows": rows}, open(f"{docs}/kv-cpu.json", "w"), indent=1)
 md = ["# KV schemes on the CPU: decode speed vs context", "",
-      f"`bench/scripts/run-kv-cpu.sh {T}` ({T} threads; depth context = random K/V rows written into the cache, "
+      f"`bench/scripts/run-kv-cpu.sh {T}` ({T} threads; depth context = a prefill of random tokens, mapped in from the prefix cache for each test, "
       "then 32 decode steps, median of 2 after a warm-up; reference path: 4 steps, 1 run). attention = wall time inside KvCache::attend per token.", "",
       "| model | path | ctx | " + " | ".join(sorted({r['scheme'] for r in rows}, key=lambda s: s)) + " |", ""]
 schemes = sorted({r['scheme'] for r in rows})

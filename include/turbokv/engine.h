@@ -54,6 +54,12 @@ struct KvInfo {
   int64_t pool_tokens = 0;     // tokens the pool holds, all sequences together
   int64_t context = 0;         // per sequence
   int page_size = 0;
+
+  // Sliding-window layers' bytes per sequence (bounded by the window; 0 without).
+  size_t window_bytes_per_seq = 0;
+  // The scheme's own stored bits per K or V element, scales included (layers
+  // kept bf16 by swa_bf16 or quant_start not counted; 16 for bf16/f16).
+  double format_bits_per_elem = 16;
   // AttnPath::kVerify: how far the fused kernel was from the reference so far.
   int64_t verify_calls = 0;
   double verify_max_abs_err = 0, verify_max_abs_out = 0, verify_max_rel_err = 0;
@@ -64,6 +70,7 @@ struct EngineStats {
   int64_t kv_pages_total = 0, kv_pages_used = 0, kv_pages_free = 0;  // full-attention pool
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
+  double attention_ms = 0;  // wall time spent in KV attention since the engine started
 };
 
 // The model's tokenizer, owned by the engine.
@@ -79,6 +86,7 @@ class Tokenizer {
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& msgs,
                                           bool add_assistant = true) const;
   bool is_eog(int32_t id) const;
+  bool add_bos() const;  // encode(add_special = true) puts BOS first
   int32_t n_vocab() const;
   int32_t bos_id() const;  // -1 if none
   int32_t eos_id() const;  // -1 if none
@@ -111,6 +119,16 @@ class RequestHandle {
   std::shared_ptr<Impl> impl_;
 };
 
+// score(): which positions get logits, and how the tokens are fed.
+struct ScoreOptions {
+  // Positions before this are prefilled without logits (one forward chunk ends
+  // here); on_logits starts at this position. Valid: 0 to tokens - 1.
+  int64_t logits_from = 0;
+  // From logits_from on, at most this many tokens per forward step (0 = as many
+  // as the step budget allows; 1 = the serving decode path, one token a step).
+  int64_t tokens_per_step = 0;
+};
+
 // generate(): a whole completion at once.
 struct Completion {
   std::string text;
@@ -137,16 +155,21 @@ class Engine {
   // submit + read to the end.
   Result<Completion> generate(const Request& r);
   // Teacher-forced logits of tokens (at most the context; split longer texts):
-  // on_logits(pos0, rows, logits[rows * n_vocab]) for consecutive chunks, on the
-  // engine thread; returns when all positions were delivered.
+  // on_logits(pos0, rows, logits[rows * n_vocab]) for consecutive chunks, from
+  // opts.logits_from on, on the engine thread; returns when all positions were
+  // delivered. Row i is the distribution after tokens[0 .. pos0 + i].
   using LogitsCallback = std::function<void(int64_t pos0, int64_t rows, const float* logits)>;
-  Status score(const std::vector<int32_t>& tokens, const LogitsCallback& on_logits);
+  Status score(const std::vector<int32_t>& tokens, const LogitsCallback& on_logits,
+               const ScoreOptions& opts = {});
 
   const ModelInfo& model_info() const;
   KvInfo kv_info() const;
   // Bytes n tokens of one sequence occupy in the cache (the first quant_start
   // tokens at bf16 cost).
   size_t kv_bytes_for_tokens(int64_t n) const;
+  // The longest context one sequence could hold if its cache had budget_bytes
+  // (this scheme, quant_start and sliding-window share included); 0 if none.
+  int64_t kv_max_context(size_t budget_bytes) const;
   const Tokenizer& tokenizer() const;
   const EngineConfig& config() const;
   EngineStats stats() const;

@@ -21,7 +21,18 @@ struct SamplingParams {
   float min_p = 0.05f;          // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off
   int repeat_last_n = 64;       // -1: whole history, 0: off
+  // OpenAI-style penalties over the tokens generated so far (not the prompt):
+  // logit -= frequency_penalty * count + presence_penalty * (count > 0).
+  float frequency_penalty = 0.0f;  // 0: off; [-2, 2]
+  float presence_penalty = 0.0f;   // 0: off; [-2, 2]
   uint64_t seed = 0;
+};
+
+// A token and its log-probability under the model's distribution (log-softmax
+// of the raw logits, before temperature and truncation).
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
 };
 
 enum class FinishReason {
@@ -55,6 +66,10 @@ struct Timings {
 struct Event {
   int32_t token = -1;  // -1 on the final event
   std::string text;
+  // With Request::logprobs >= 0: the sampled token's log-probability, and the
+  // Request::logprobs most likely tokens (highest first).
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
   FinishReason finish = FinishReason::kNone;
   std::string error;  // kError only
   Timings timings;    // final event only
@@ -72,6 +87,7 @@ struct Request {
   int64_t max_tokens = 128;          // < 0: until an end, a stop or the context
   int priority = 0;                  // higher first; first come first served within
   bool ignore_eos = false;           // keep going past end-of-generation tokens
+  int logprobs = -1;                 // < 0: off; k in [0, 20]: sampled token's logprob + top k
   // Optional: called for every event on the engine thread (keep it short);
   // events then skip the handle's queue (RequestHandle::next returns false).
   std::function<void(const Event&)> on_token;

@@ -5,6 +5,7 @@
 
 #include "api/convert.h"
 #include "api/handle.h"
+#include "quant/kv_scheme.h"
 
 namespace turbokv {
 
@@ -12,6 +13,7 @@ struct Engine::Impl {
   EngineConfig cfg;
   std::unique_ptr<tkv::runtime::EngineLoop> loop;
   ModelInfo info;
+  double format_bits = 16;  // KvInfo::format_bits_per_elem
   Tokenizer::Impl tok_impl;
   Tokenizer tok{&tok_impl};
 };
@@ -39,6 +41,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   i.weight_bytes_per_token = m.weight_bytes_per_token();
   i.file_bytes = m.gguf().file_size();
   impl->tok_impl.tok = &impl->loop->tokenizer();
+  // The scheme was accepted for this head_dim when the cache was built.
+  auto scheme = tkv::quant::parse_kv_scheme(cfg.kv.to_string(), c.head_dim);
+  if (scheme.ok()) impl->format_bits = tkv::quant::kv_bits_per_element(scheme.value());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -77,8 +82,9 @@ Result<Completion> Engine::generate(const Request& r) {
   return out;
 }
 
-Status Engine::score(const std::vector<int32_t>& tokens, const LogitsCallback& on_logits) {
-  return impl_->loop->score(tokens, on_logits);
+Status Engine::score(const std::vector<int32_t>& tokens, const LogitsCallback& on_logits,
+                     const ScoreOptions& opts) {
+  return impl_->loop->score(tokens, on_logits, opts.logits_from, opts.tokens_per_step);
 }
 
 const ModelInfo& Engine::model_info() const {
@@ -91,6 +97,8 @@ KvInfo Engine::kv_info() const {
   k.scheme = c.scheme_name();
   k.bytes_per_token = c.bytes_per_token();
   k.allocated_bytes = c.allocated_bytes();
+  k.window_bytes_per_seq = impl_->loop->kv_memory().window_bytes_per_seq;
+  k.format_bits_per_elem = impl_->format_bits;
   k.pool_tokens = impl_->loop->pool_tokens();
   k.context = impl_->loop->context();
   k.page_size = impl_->cfg.page_size;
@@ -104,6 +112,10 @@ KvInfo Engine::kv_info() const {
 
 size_t Engine::kv_bytes_for_tokens(int64_t n) const {
   return impl_->loop->kv_bytes_for_tokens(n);
+}
+
+int64_t Engine::kv_max_context(size_t budget_bytes) const {
+  return tkv::kv::kv_max_context(impl_->loop->kv_memory(), budget_bytes);
 }
 
 const Tokenizer& Engine::tokenizer() const {
@@ -126,6 +138,7 @@ EngineStats Engine::stats() const {
   e.preemptions = s.preemptions;
   e.prefix_hits = s.prefix_hits;
   e.prefix_tokens_reused = s.prefix_tokens_reused;
+  e.attention_ms = s.attention_ms;
   return e;
 }
 

@@ -51,6 +51,9 @@ Result<std::string> Tokenizer::apply_chat_template(const std::vector<ChatMessage
 bool Tokenizer::is_eog(int32_t id) const {
   return impl_->tok->is_eog(id);
 }
+bool Tokenizer::add_bos() const {
+  return impl_->tok->add_bos();
+}
 int32_t Tokenizer::n_vocab() const {
   return impl_->tok->n_vocab();
 }

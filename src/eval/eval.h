@@ -1,9 +1,11 @@
 // Quality evaluation of KV-cache schemes against bf16 KV (issue 6): two protocols
 // over one teacher-forced token stream, scored position by position against a
 // stored bf16 base (base_logits.h). serving-kl follows the reference (system.md §6):
-// prompts of `prefix_tokens` prefilled, then `decode_steps` teacher-forced decode()
-// calls, scoring each decode output. wikitext follows llama.cpp's perplexity tool:
-// chunks of n_ctx (BOS first if the model adds one), scoring the second half.
+// prompts of `prefix_tokens` prefilled, then `decode_steps` teacher-forced
+// one-token forward steps (the serving decode path), scoring each. wikitext
+// follows llama.cpp's perplexity tool: chunks of n_ctx (BOS first if the model
+// adds one), scoring the second half. Engines come from the public API
+// (turbokv::Engine::score), one per scheme.
 #pragma once
 #include <functional>
 #include <memory>
@@ -14,7 +16,7 @@
 
 #include "base/status.h"
 #include "eval/kl.h"
-#include "runtime/engine.h"
+#include "turbokv/engine.h"
 
 namespace tkv::eval {
 
@@ -24,12 +26,13 @@ const char* protocol_name(Protocol p);
 
 struct EvalOptions {
   Protocol protocol = Protocol::kServingKl;
-  std::vector<std::string> schemes;  // run in order; bf16 base is made first when missing
+  std::vector<std::string> schemes;  // --kv-quant spellings, run in order; bf16 base made first
   std::string data_path;             // text corpus (wikitext-2-raw-test.txt)
-  std::string model_path;            // the GGUF the factory loads (part of the base key)
-  std::string model_label;           // free-form name written to the rows
-  std::string swa_mode = "quant";    // recorded in the rows (the factory applies it)
-  bool key_center = true;            // --kv-key-center, recorded in the rows and the base key
+  // Every scheme's engine: this config with kv set to the scheme (model_path is
+  // part of the base key; swa_bf16 and key_center are recorded in the rows,
+  // key_center in the base key too). run_eval turns the prefix cache off.
+  turbokv::EngineConfig engine;
+  std::string model_label;  // free-form name written to the rows
   // wikitext
   int n_ctx = 512;
   int n_chunks = 20;
@@ -43,16 +46,21 @@ struct EvalOptions {
   bool progress = true;  // bar + ETA on stderr
 };
 
-// Builds an engine for one KV scheme (the CLI passes its common options through).
+// Builds the engine of one scheme from its config (EvalOptions::engine with kv
+// set); empty = turbokv::Engine::create. Tests may wrap it.
 using EngineFactory =
-    std::function<Result<std::unique_ptr<runtime::Engine>>(const std::string& scheme)>;
+    std::function<Result<std::unique_ptr<turbokv::Engine>>(const turbokv::EngineConfig& cfg)>;
+// The engine of `scheme` (a --kv-quant spelling) from base, through factory.
+Result<std::unique_ptr<turbokv::Engine>> make_engine(const EngineFactory& factory,
+                                                     turbokv::EngineConfig base,
+                                                     const std::string& scheme);
 
 struct SchemeResult {
   std::string scheme;
   double bits_per_elem =
       16;  // stored K+V bits per element over all layers (from the cache's bytes/token)
   double format_bits =
-      16;  // the scheme's own bits/elem (kv_bits_per_element), = bits_per_elem without bf16 layers
+      16;  // the scheme's own bits/elem (KvInfo), = bits_per_elem without bf16 layers
   double kl = 0, kl_ci95 = 0;
   double ppl = 0, ppl_ci95 = 0;
   double top1 = 0, top1_ci95 = 0;
@@ -72,7 +80,7 @@ struct EvalReport {
 
 // Runs every scheme in order. The base file is reused when its key matches
 // (same model file, protocol and parameters) and written otherwise.
-Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factory);
+Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factory = {});
 
 // {"rows":[{"engine":"turbokv","model","protocol","scheme","bits_per_elem","kl","ppl","top1",
 // ...}]}

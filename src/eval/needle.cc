@@ -31,21 +31,20 @@ int first_number(const std::string& s) {
   return std::stoi(d);
 }
 
-Result<NeedleTrial> one_trial(runtime::Engine& eng, const std::vector<int32_t>& prompt,
+// Greedy answer to one prompt: up to max_new_tokens, ending at an end-of-generation token.
+Result<NeedleTrial> one_trial(turbokv::Engine& eng, const std::vector<int32_t>& prompt,
                               const NeedleOptions& o) {
+  turbokv::Request r;
+  r.prompt_tokens = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.repeat_penalty = 1;
+  r.max_tokens = o.max_new_tokens;
+  TKV_ASSIGN_OR_RETURN(const turbokv::Completion c, eng.generate(r));
+  if (c.finish == turbokv::FinishReason::kError)
+    return make_error(StatusCode::kInternal, "[eval] needle prompt of {} tokens: {}", prompt.size(),
+                      c.error);
   NeedleTrial t;
-  std::vector<float> logits;
-  TKV_ASSIGN_OR_RETURN(const int seq, eng.cache().create_seq());
-  Status st = eng.prefill(seq, prompt, &logits, false);
-  const int nv = eng.model().config().n_vocab;
-  for (int i = 0; st.ok() && i < o.max_new_tokens; ++i) {
-    const int32_t next = argmax(logits.data(), nv);
-    if (eng.tokenizer().is_eog(next)) break;
-    t.answer += eng.tokenizer().token_to_piece(next);
-    if (i + 1 < o.max_new_tokens) st = eng.decode(seq, next, &logits);
-  }
-  eng.cache().free_seq(seq);
-  TKV_RETURN_IF_ERROR(st);
+  for (int32_t tok : c.tokens) t.answer += eng.tokenizer().token_to_piece(tok);
   t.length = static_cast<int64_t>(prompt.size());
   return t;
 }
@@ -58,7 +57,7 @@ int needle_passkey(uint32_t seed, int64_t length, double depth, int trial) {
   return std::uniform_int_distribution<int>(10000, 99999)(rng);
 }
 
-std::vector<int32_t> needle_prompt(const tok::Tokenizer& tok, int64_t length, double depth,
+std::vector<int32_t> needle_prompt(const turbokv::Tokenizer& tok, int64_t length, double depth,
                                    int passkey) {
   std::vector<int32_t> out;
   if (tok.add_bos() && tok.bos_id() >= 0) out.push_back(tok.bos_id());
@@ -85,7 +84,7 @@ Result<std::vector<NeedleTrial>> run_needle(const NeedleOptions& o, const Engine
   Timer timer;
   size_t done = 0;
   for (const std::string& scheme : o.schemes) {
-    TKV_ASSIGN_OR_RETURN(auto eng, factory(scheme));
+    TKV_ASSIGN_OR_RETURN(auto eng, make_engine(factory, o.engine, scheme));
     for (int64_t len : o.lengths)
       for (double depth : o.depths)
         for (int trial = 0; trial < o.trials; ++trial) {

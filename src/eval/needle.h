@@ -13,7 +13,8 @@
 namespace tkv::eval {
 
 struct NeedleOptions {
-  std::vector<std::string> schemes;
+  std::vector<std::string> schemes;  // --kv-quant spellings
+  turbokv::EngineConfig engine;      // every scheme's engine: this with kv set to the scheme
   std::vector<int64_t> lengths = {1024, 2048, 4096};  // prompt tokens
   std::vector<double> depths = {0.1, 0.5, 0.9};       // where the key sits, 0 = start
   int trials = 2;
@@ -34,11 +35,13 @@ struct NeedleTrial {
 };
 
 // The prompt of one (length, depth, trial): token ids, and the key hidden in it.
-std::vector<int32_t> needle_prompt(const tok::Tokenizer& tok, int64_t length, double depth,
+std::vector<int32_t> needle_prompt(const turbokv::Tokenizer& tok, int64_t length, double depth,
                                    int passkey);
 int needle_passkey(uint32_t seed, int64_t length, double depth, int trial);
 
-Result<std::vector<NeedleTrial>> run_needle(const NeedleOptions& o, const EngineFactory& factory);
+// Greedy generation (Engine::generate) of up to max_new_tokens per trial.
+Result<std::vector<NeedleTrial>> run_needle(const NeedleOptions& o,
+                                            const EngineFactory& factory = {});
 // {"model":..,"trials":[..],"summary":[{"scheme","length","depth","accuracy","n"}]}
 nlohmann::json needle_to_json(const NeedleOptions& o, const std::vector<NeedleTrial>& trials);
 

@@ -1,30 +1,45 @@
 // Token streams of the two protocols (protocols.h). wikitext mirrors llama.cpp
 // tools/perplexity (chunk i = tokens [i*n_ctx, (i+1)*n_ctx), BOS written over the
 // first token when the vocab adds one, positions n_ctx/2 .. n_ctx-2 scored);
-// serving-kl takes n_prompts windows spread evenly over the corpus.
+// serving-kl takes n_prompts windows spread evenly over the corpus. Each chunk or
+// prompt is one Engine::score pass on a fresh sequence.
 #include "eval/protocols.h"
 
 #include <algorithm>
 
 namespace tkv::eval {
 namespace {
-// Second-half logits are produced this many positions at a time (bounds memory:
-// 128 x 262144 vocab x 4 B = 128 MiB for Gemma 3).
+// Second-half logits are produced this many positions per forward step (bounds
+// memory: 128 x 262144 vocab x 4 B = 128 MiB for Gemma 3).
 constexpr int64_t kLogitPiece = 128;
 
 int64_t serving_window(const EvalOptions& o) {
   return int64_t{o.prefix_tokens} + o.decode_steps + 1;
 }
 
-// Frees the sequence when it goes out of scope.
-struct SeqGuard {
-  kv::KvCache& cache;
-  int seq;
-  ~SeqGuard() { cache.free_seq(seq); }
-};
+// Scores tokens through eng (positions from opts.logits_from on): row i of a
+// chunk at pos0 predicts tokens[pos0 + i + 1], or `last` past the end. The first
+// error of on_pos skips the rest and is returned.
+Status score_span(turbokv::Engine& eng, const std::vector<int32_t>& tokens, int32_t last,
+                  const turbokv::ScoreOptions& opts, const PositionFn& on_pos,
+                  const std::function<void(int64_t pos_end)>& on_chunk) {
+  const int64_t nv = eng.model_info().n_vocab, n = static_cast<int64_t>(tokens.size());
+  Status err;
+  TKV_RETURN_IF_ERROR(eng.score(
+      tokens,
+      [&](int64_t pos0, int64_t rows, const float* logits) {
+        for (int64_t j = 0; j < rows && err.ok(); ++j) {
+          const int64_t next = pos0 + j + 1;
+          err = on_pos(logits + j * nv, next < n ? tokens[static_cast<size_t>(next)] : last);
+        }
+        if (err.ok() && on_chunk) on_chunk(pos0 + rows);
+      },
+      opts));
+  return err;
+}
 }  // namespace
 
-std::vector<int32_t> corpus_tokens(const tok::Tokenizer& tok, const std::string& text) {
+std::vector<int32_t> corpus_tokens(const turbokv::Tokenizer& tok, const std::string& text) {
   return tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
 }
 
@@ -50,55 +65,43 @@ int64_t planned_work(const EvalOptions& o) {
   return int64_t{o.n_prompts} * (o.prefix_tokens + o.decode_steps);
 }
 
-Status run_wikitext(runtime::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
+Status run_wikitext(turbokv::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
                     const PositionFn& on_pos, const WorkFn& on_work) {
-  const auto& tok = eng.tokenizer();
-  const int64_t nv = eng.model().config().n_vocab;
+  const turbokv::Tokenizer& tok = eng.tokenizer();
   const int64_t n_chunks =
       std::min<int64_t>(o.n_chunks, static_cast<int64_t>(corpus.size()) / o.n_ctx);
-  const int64_t first = o.n_ctx / 2, work = n_chunks * (o.n_ctx - 1);
-  std::vector<float> logits;
+  const int64_t work = n_chunks * (o.n_ctx - 1);
+  // The first half is context only; positions n_ctx/2 .. n_ctx-2 predict tokens
+  // n_ctx/2+1 .. n_ctx-1, so the chunk's last token is never fed.
+  const turbokv::ScoreOptions so{o.n_ctx / 2, kLogitPiece};
   for (int64_t c = 0; c < n_chunks; ++c) {
-    std::vector<int32_t> chunk(corpus.begin() + c * o.n_ctx, corpus.begin() + (c + 1) * o.n_ctx);
-    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
-    TKV_ASSIGN_OR_RETURN(const int seq, eng.cache().create_seq());
-    SeqGuard guard{eng.cache(), seq};
-    TKV_RETURN_IF_ERROR(eng.prefill(seq, {chunk.begin(), chunk.begin() + first}, &logits, false));
-    // Positions first .. n_ctx-2 predict tokens first+1 .. n_ctx-1.
-    for (int64_t p = first; p < o.n_ctx - 1; p += kLogitPiece) {
-      const int64_t m = std::min<int64_t>(kLogitPiece, o.n_ctx - 1 - p);
-      TKV_RETURN_IF_ERROR(
-          eng.prefill(seq, {chunk.begin() + p, chunk.begin() + p + m}, &logits, true));
-      for (int64_t j = 0; j < m; ++j)
-        TKV_RETURN_IF_ERROR(on_pos(logits.data() + j * nv, chunk[p + j + 1]));
-      if (on_work) on_work(c * (o.n_ctx - 1) + p + m, work);
-    }
+    const auto begin = corpus.begin() + c * o.n_ctx;
+    std::vector<int32_t> fed(begin, begin + o.n_ctx - 1);
+    if (tok.add_bos() && tok.bos_id() >= 0) fed[0] = tok.bos_id();
+    TKV_RETURN_IF_ERROR(score_span(eng, fed, *(begin + o.n_ctx - 1), so, on_pos, [&](int64_t end) {
+      if (on_work) on_work(c * (o.n_ctx - 1) + end, work);
+    }));
   }
   return Status();
 }
 
-Status run_serving_kl(runtime::Engine& eng, const std::vector<int32_t>& corpus,
+Status run_serving_kl(turbokv::Engine& eng, const std::vector<int32_t>& corpus,
                       const EvalOptions& o, const PositionFn& on_pos, const WorkFn& on_work) {
-  const auto& tok = eng.tokenizer();
+  const turbokv::Tokenizer& tok = eng.tokenizer();
   const int64_t win = serving_window(o), n = static_cast<int64_t>(corpus.size());
   const int64_t work = planned_work(o), per_prompt = o.prefix_tokens + o.decode_steps;
-  std::vector<float> logits;
+  // The prefix prefilled without logits, then the serving decode path
+  // teacher-forced: one token per forward step, feeding token prefix+s and
+  // scoring the prediction of prefix+s+1.
+  const turbokv::ScoreOptions so{o.prefix_tokens, 1};
   for (int i = 0; i < o.n_prompts; ++i) {
     const int64_t off = (n - win) * i / o.n_prompts;
-    std::vector<int32_t> prompt(corpus.begin() + off, corpus.begin() + off + win);
-    if (tok.add_bos() && tok.bos_id() >= 0) prompt[0] = tok.bos_id();
-    TKV_ASSIGN_OR_RETURN(const int seq, eng.cache().create_seq());
-    SeqGuard guard{eng.cache(), seq};
-    TKV_RETURN_IF_ERROR(
-        eng.prefill(seq, {prompt.begin(), prompt.begin() + o.prefix_tokens}, &logits, false));
-    // The serving decode path, teacher-forced: feed token prefix+s, score the prediction of
-    // prefix+s+1.
-    for (int s = 0; s < o.decode_steps; ++s) {
-      const int64_t at = o.prefix_tokens + s;
-      TKV_RETURN_IF_ERROR(eng.decode(seq, prompt[at], &logits));
-      TKV_RETURN_IF_ERROR(on_pos(logits.data(), prompt[at + 1]));
-      if (on_work) on_work(i * per_prompt + o.prefix_tokens + s + 1, work);
-    }
+    std::vector<int32_t> fed(corpus.begin() + off, corpus.begin() + off + win - 1);
+    if (tok.add_bos() && tok.bos_id() >= 0) fed[0] = tok.bos_id();
+    TKV_RETURN_IF_ERROR(score_span(eng, fed, corpus[static_cast<size_t>(off + win - 1)], so, on_pos,
+                                   [&](int64_t end) {
+                                     if (on_work) on_work(i * per_prompt + end, work);
+                                   }));
   }
   return Status();
 }

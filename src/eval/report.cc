@@ -10,6 +10,26 @@ std::string protocol_label(const EvalOptions& o) {
   if (o.protocol == Protocol::kWikitext) return fmt::format("wikitext-{}", o.n_ctx);
   return "serving-kl";
 }
+// bf16 | f16 | affine | turbo, from the scheme's --kv-quant spelling.
+const char* family(const std::string& scheme) {
+  auto kv = turbokv::KvConfig::parse(scheme);
+  if (!kv.ok()) return "?";
+  switch (kv.value().kind) {
+    case turbokv::KvConfig::Kind::kBf16:
+      return "bf16";
+    case turbokv::KvConfig::Kind::kF16:
+      return "f16";
+    case turbokv::KvConfig::Kind::kAffine:
+      return "affine";
+    case turbokv::KvConfig::Kind::kTurbo:
+      return "turbo";
+  }
+  return "?";
+}
+// --kv-quant-swa as given.
+const char* swa_mode(const EvalOptions& o) {
+  return o.engine.swa_bf16 ? "bf16" : "quant";
+}
 }  // namespace
 
 nlohmann::json report_to_json(const EvalReport& r) {
@@ -21,12 +41,10 @@ nlohmann::json report_to_json(const EvalReport& r) {
                           {"arch", r.arch},
                           {"head_dim", r.head_dim},
                           {"protocol", protocol_label(o)},
-                          {"kv_swa", o.swa_mode},
-                          {"key_center", o.key_center},
+                          {"kv_swa", swa_mode(o)},
+                          {"key_center", o.engine.key_center},
                           {"scheme", s.scheme},
-                          {"family", s.scheme == "bf16" || s.scheme == "f16"
-                                         ? s.scheme
-                                         : (s.scheme.rfind("turbo", 0) == 0 ? "turbo" : "affine")},
+                          {"family", family(s.scheme)},
                           {"bits_per_elem", s.bits_per_elem},
                           {"format_bits", s.format_bits},
                           {"kl", s.kl},
@@ -54,7 +72,7 @@ nlohmann::json report_to_json(const EvalReport& r) {
 std::string report_to_table(const EvalReport& r) {
   std::string out = fmt::format(
       "model {} ({}, head_dim {}), protocol {}, corpus {} tokens, swa {}\n", r.opts.model_label,
-      r.arch, r.head_dim, protocol_label(r.opts), r.n_tokens_corpus, r.opts.swa_mode);
+      r.arch, r.head_dim, protocol_label(r.opts), r.n_tokens_corpus, swa_mode(r.opts));
   out += fmt::format("{:<12} {:>6} {:>22} {:>18} {:>16} {:>6} {:>7}\n", "scheme", "bits",
                      "KL (95% CI)", "PPL (95% CI)", "top-1 (95% CI)", "n", "s");
   for (const SchemeResult& s : r.rows)

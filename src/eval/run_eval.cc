@@ -11,7 +11,6 @@
 #include "eval/base_logits.h"
 #include "eval/eval.h"
 #include "eval/protocols.h"
-#include "quant/kv_scheme.h"
 
 namespace tkv::eval {
 namespace {
@@ -71,7 +70,7 @@ std::string base_key(const EvalOptions& o, uint64_t model_hash, uint64_t corpus_
   std::string k = fmt::format("model=xxh3:{:016x} corpus=xxh3:{:016x}:{} protocol={}", model_hash,
                               corpus_hash, n_corpus, protocol_name(o.protocol));
   k += fmt::format(" trunc={}/{}/{} key_center={}", o.trunc.mass, o.trunc.k_min, o.trunc.k_max,
-                   o.key_center ? "on" : "off");
+                   o.engine.key_center ? "on" : "off");
   if (o.protocol == Protocol::kWikitext)
     return k + fmt::format(" n_ctx={} n_chunks={}", o.n_ctx, o.n_chunks);
   return k + fmt::format(" prompts={} prefix={} steps={}", o.n_prompts, o.prefix_tokens,
@@ -97,12 +96,18 @@ bool usable_base(const EvalOptions& o, const std::string& key, int nv, int64_t n
   return true;
 }
 
-void fill_bits(runtime::Engine& eng, const std::string& scheme, SchemeResult* r) {
-  const auto& c = eng.model().config();
-  const double elems = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim;
-  r->bits_per_elem = 8.0 * static_cast<double>(eng.cache().bytes_per_token()) / elems;
-  auto s = quant::parse_kv_scheme(scheme, c.head_dim);
-  r->format_bits = s.ok() ? quant::kv_bits_per_element(s.value()) : r->bits_per_elem;
+void fill_bits(const turbokv::Engine& eng, SchemeResult* r) {
+  const turbokv::ModelInfo& m = eng.model_info();
+  const turbokv::KvInfo kv = eng.kv_info();
+  const double elems = 2.0 * m.n_layers * m.n_kv_heads * m.head_dim;
+  r->bits_per_elem = 8.0 * static_cast<double>(kv.bytes_per_token) / elems;
+  r->format_bits = kv.format_bits_per_elem;
+}
+
+// The bf16 row is the base pass itself, or a bf16 re-run scored against it.
+bool is_bf16(const std::string& scheme) {
+  auto kv = turbokv::KvConfig::parse(scheme);
+  return kv.ok() && kv.value().kind == turbokv::KvConfig::Kind::kBf16;
 }
 
 void fill_scores(const ScoreAccumulator& acc, SchemeResult* r) {
@@ -116,16 +121,16 @@ void fill_scores(const ScoreAccumulator& acc, SchemeResult* r) {
   r->n_scored = acc.kl.count();
 }
 
-Status run_protocol(runtime::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
+Status run_protocol(turbokv::Engine& eng, const std::vector<int32_t>& corpus, const EvalOptions& o,
                     const PositionFn& on_pos, const WorkFn& on_work) {
   if (o.protocol == Protocol::kWikitext) return run_wikitext(eng, corpus, o, on_pos, on_work);
   return run_serving_kl(eng, corpus, o, on_pos, on_work);
 }
 
 // bf16 pass that writes the base file; its own scores (KL 0 by construction) are the bf16 row.
-Result<SchemeResult> make_base(runtime::Engine& eng, const std::vector<int32_t>& corpus,
+Result<SchemeResult> make_base(turbokv::Engine& eng, const std::vector<int32_t>& corpus,
                                const EvalOptions& o, const std::string& key, Progress& prog) {
-  const int nv = eng.model().config().n_vocab;
+  const int nv = eng.model_info().n_vocab;
   TKV_ASSIGN_OR_RETURN(auto w, BaseLogitsWriter::create(o.base_path, key, nv, o.trunc));
   ScoreAccumulator acc;
   std::vector<uint8_t> scratch;
@@ -140,16 +145,16 @@ Result<SchemeResult> make_base(runtime::Engine& eng, const std::vector<int32_t>&
   TKV_RETURN_IF_ERROR(w->finish());
   SchemeResult r;
   r.scheme = "bf16";
-  fill_bits(eng, "bf16", &r);
+  fill_bits(eng, &r);
   fill_scores(acc, &r);
   r.seconds = t.elapsed_ms() / 1000.0;
   return r;
 }
 
-Result<SchemeResult> score_scheme(runtime::Engine& eng, const std::string& scheme,
+Result<SchemeResult> score_scheme(turbokv::Engine& eng, const std::string& scheme,
                                   const std::vector<int32_t>& corpus, const EvalOptions& o,
                                   const std::string& key, Progress& prog) {
-  const int nv = eng.model().config().n_vocab;
+  const int nv = eng.model_info().n_vocab;
   TKV_ASSIGN_OR_RETURN(auto rd, BaseLogitsReader::open(o.base_path, key, nv));
   ScoreAccumulator acc;
   std::vector<uint8_t> scratch;
@@ -168,13 +173,25 @@ Result<SchemeResult> score_scheme(runtime::Engine& eng, const std::string& schem
     return data_loss("[eval] scored {} positions, base has {}", acc.kl.count(), rd->n_positions());
   SchemeResult r;
   r.scheme = scheme;
-  fill_bits(eng, scheme, &r);
+  fill_bits(eng, &r);
   fill_scores(acc, &r);
   r.seconds = t.elapsed_ms() / 1000.0;
   return r;
 }
 
 }  // namespace
+
+Result<std::unique_ptr<turbokv::Engine>> make_engine(const EngineFactory& factory,
+                                                     turbokv::EngineConfig base,
+                                                     const std::string& scheme) {
+  auto kv = turbokv::KvConfig::parse(scheme);
+  if (!kv.ok()) return invalid_argument("[eval] scheme: {}", kv.status().message());
+  base.kv = kv.value();
+  // Every position is computed by this engine: a cached prefix from an earlier
+  // pass would hand over K/V computed in other chunks.
+  base.prefix_cache = false;
+  return factory ? factory(base) : turbokv::Engine::create(base);
+}
 
 Result<Protocol> parse_protocol(const std::string& text) {
   if (text == "serving-kl") return Protocol::kServingKl;
@@ -189,19 +206,23 @@ const char* protocol_name(Protocol p) {
 Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factory) {
   if (opts.schemes.empty()) return invalid_argument("[eval] no schemes given");
   if (opts.base_path.empty()) return invalid_argument("[eval] no base-logits path given");
-  TKV_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Engine> base_eng, factory("bf16"));
+  for (const std::string& s : opts.schemes)  // all refused before any model is loaded
+    if (auto kv = turbokv::KvConfig::parse(s); !kv.ok())
+      return invalid_argument("[eval] scheme: {}", kv.status().message());
+  TKV_ASSIGN_OR_RETURN(std::unique_ptr<turbokv::Engine> base_eng,
+                       make_engine(factory, opts.engine, "bf16"));
   TKV_ASSIGN_OR_RETURN(const std::string text, read_text(opts.data_path));
   const std::vector<int32_t> corpus = corpus_tokens(base_eng->tokenizer(), text);
   EvalReport rep;
   rep.opts = opts;
-  rep.model_path = opts.model_path;
-  rep.arch = base_eng->model().config().arch;
-  rep.head_dim = base_eng->model().config().head_dim;
+  rep.model_path = opts.engine.model_path;
+  rep.arch = base_eng->model_info().arch;
+  rep.head_dim = base_eng->model_info().head_dim;
   rep.n_tokens_corpus = static_cast<int64_t>(corpus.size());
   TKV_ASSIGN_OR_RETURN(const int64_t n_pos, planned_positions(opts, rep.n_tokens_corpus));
-  TKV_ASSIGN_OR_RETURN(const uint64_t model_hash, hash_file(opts.model_path));
+  TKV_ASSIGN_OR_RETURN(const uint64_t model_hash, hash_file(opts.engine.model_path));
   const std::string key = base_key(opts, model_hash, hash_bytes(text), rep.n_tokens_corpus);
-  const int nv = base_eng->model().config().n_vocab;
+  const int nv = base_eng->model_info().n_vocab;
   const bool need_base = !usable_base(opts, key, nv, n_pos);
   Progress prog(opts.progress, static_cast<int>(opts.schemes.size()) + (need_base ? 1 : 0),
                 planned_work(opts));
@@ -214,15 +235,15 @@ Result<EvalReport> run_eval(const EvalOptions& opts, const EngineFactory& factor
     TKV_ASSIGN_OR_RETURN(base_row, make_base(*base_eng, corpus, opts, key, prog));
   }
   for (const std::string& scheme : opts.schemes) {
-    if (scheme == "bf16" && need_base) {  // the base pass is the bf16 row
+    if (is_bf16(scheme) && need_base) {  // the base pass is the bf16 row
       rep.rows.push_back(base_row);
       continue;
     }
     prog.start(run++, scheme);
-    std::unique_ptr<runtime::Engine> eng = scheme == "bf16" ? std::move(base_eng) : nullptr;
+    std::unique_ptr<turbokv::Engine> eng = is_bf16(scheme) ? std::move(base_eng) : nullptr;
     base_eng.reset();  // one model in memory at a time
     if (!eng) {
-      TKV_ASSIGN_OR_RETURN(eng, factory(scheme));
+      TKV_ASSIGN_OR_RETURN(eng, make_engine(factory, opts.engine, scheme));
     }
     TKV_ASSIGN_OR_RETURN(SchemeResult r, score_scheme(*eng, scheme, corpus, opts, key, prog));
     rep.rows.push_back(r);

@@ -2,7 +2,6 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -22,19 +21,6 @@ const char* finish_reason_name(FinishReason r) {
       return "context full";
   }
   return "?";
-}
-
-std::string model_cache_dir() {
-  if (const char* dir = std::getenv("TKV_MODEL_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/turbokv/models";
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.cache/turbokv/models";
-}
-
-std::string default_model_path() {
-  if (const char* e = std::getenv("TKV_MODEL"); e && *e) return e;
-  return model_cache_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {

@@ -1,6 +1,8 @@
 // Engine: a loaded model, its tokenizer and one KV cache; runs prefill (in
 // chunks of `ubatch` tokens) and token-by-token decode for a sequence, with
-// timing. Every generation path (generate, chat, bench, eval) goes through it.
+// timing. Superseded by EngineLoop and the public API (turbokv::Engine): only
+// `turbokv bench` (until its rewrite) and tests that compare against the
+// single-sequence path still use it.
 #pragma once
 #include <functional>
 #include <memory>
@@ -84,11 +86,5 @@ class Engine {
   model::Batch batch_;
   model::Workspace ws_;
 };
-
-// Model cache: $TKV_MODEL_DIR, else $XDG_CACHE_HOME/turbokv/models, else
-// ~/.cache/turbokv/models (where scripts/fetch-models puts files).
-std::string model_cache_dir();
-// Default model path: $TKV_MODEL or SmolLM2-135M-Instruct.Q4_1.gguf in the model cache.
-std::string default_model_path();
 
 }  // namespace tkv::runtime

@@ -91,6 +91,12 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
       return invalid_argument("[engine] prompt token id {} out of range (valid: 0 to {})", t,
                               nv - 1);
   TKV_RETURN_IF_ERROR(sampling::validate(r.sampling));
+  if (r.on_logits && (r.logits_from < 0 || r.logits_from >= n))
+    return invalid_argument("[engine] score: logits_from {} out of range (valid: 0 to {})",
+                            r.logits_from, n - 1);
+  if (r.on_logits && r.tokens_per_step < 0)
+    return invalid_argument("[engine] score: tokens_per_step {} out of range (valid: >= 0)",
+                            r.tokens_per_step);
   const bool queue = !r.on_event;
   auto state = std::make_shared<RequestState>(mb_, queue);
   if (r.max_tokens == 0 && !r.on_logits) {  // nothing to generate: done before it starts
@@ -111,11 +117,13 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
 }
 
 Status EngineLoop::score(const std::vector<int32_t>& tokens, const LogitsFn& on_logits,
-                         int priority) {
+                         int64_t logits_from, int64_t tokens_per_step, int priority) {
   SeqRequest r;
   r.prompt = tokens;
   r.priority = priority;
   r.on_logits = on_logits;
+  r.logits_from = logits_from;
+  r.tokens_per_step = tokens_per_step;
   r.max_tokens = 0;
   TKV_ASSIGN_OR_RETURN(auto st, submit(std::move(r)));
   const Event e = st->wait();
@@ -156,7 +164,9 @@ bool EngineLoop::take_inbox(bool wait) {
     fresh.swap(inbox_);
   }
   for (auto& s : fresh) {
-    sched_->add(s->id, s->req.priority, static_cast<int64_t>(s->tokens.size()));
+    const ChunkRule rule =
+        s->scoring() ? ChunkRule{s->req.logits_from, s->req.tokens_per_step} : ChunkRule{};
+    sched_->add(s->id, s->req.priority, static_cast<int64_t>(s->tokens.size()), rule);
     const SeqId id = s->id;
     seqs_.emplace(id, std::move(s));
   }

@@ -43,6 +43,7 @@ struct LoopStats {
   int page_size = 0;
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
+  double attention_ms = 0;  // wall time inside KV attention since the engine started
 };
 
 class EngineLoop {
@@ -57,8 +58,10 @@ class EngineLoop {
   // the vocabulary, bad sampling values) are refused here, not mid-run.
   Result<std::shared_ptr<RequestState>> submit(SeqRequest r);
   // Teacher-forced logits of tokens (<= the context), chunk by chunk, on the
-  // engine thread; blocks until done.
-  Status score(const std::vector<int32_t>& tokens, const LogitsFn& on_logits, int priority = 0);
+  // engine thread, from position logits_from on, at most tokens_per_step tokens
+  // a step there (SeqRequest); blocks until done.
+  Status score(const std::vector<int32_t>& tokens, const LogitsFn& on_logits,
+               int64_t logits_from = 0, int64_t tokens_per_step = 0, int priority = 0);
 
   LoopStats stats() const;
   const model::Model& model() const { return *model_; }
@@ -68,6 +71,7 @@ class EngineLoop {
   int64_t pool_tokens() const { return pool_tokens_; }
   // Bytes n tokens of one sequence take in this cache (kv_sizing.h).
   size_t kv_bytes_for_tokens(int64_t n) const { return runtime::kv_bytes_for_tokens(kv_mem_, n); }
+  const kv::KvMemoryModel& kv_memory() const { return kv_mem_; }
   int n_threads() const { return pool_->n_threads(); }
 
  private:

@@ -57,7 +57,10 @@ void EngineLoop::run_chunks(const StepPlan& p) {
   batch_.clear();
   for (const PlannedChunk& c : p.chunks) {
     Sequence& s = *seqs_.at(c.id);
-    const model::LogitsWanted w = s.scoring()   ? model::LogitsWanted::kAll
+    // A scoring chunk never straddles logits_from (its ChunkRule splits there).
+    const model::LogitsWanted w = s.scoring()
+                                      ? (c.first >= s.req.logits_from ? model::LogitsWanted::kAll
+                                                                      : model::LogitsWanted::kNone)
                                   : c.completes ? model::LogitsWanted::kLast
                                                 : model::LogitsWanted::kNone;
     batch_.add(s.kv, s.tokens.data() + c.first, c.n, w);
@@ -80,7 +83,7 @@ void EngineLoop::run_chunks(const StepPlan& p) {
     if (s.req.on_progress && c.n > 1)
       s.req.on_progress(c.first + c.n, static_cast<int64_t>(s.tokens.size()));
     if (s.scoring()) {
-      s.req.on_logits(c.first, c.n, ws_.slice_logits(i, nv));
+      if (c.first >= s.req.logits_from) s.req.on_logits(c.first, c.n, ws_.slice_logits(i, nv));
       if (c.completes) finish(c.id, Finish::kLength);
     } else if (c.completes) {
       if (c.n > 1 || s.n_generated() == 0) publish(s);  // the prompt is in: share it now

@@ -64,6 +64,11 @@ struct SeqRequest {
   std::function<void(int64_t, int64_t)> on_progress;
   // Scoring: no sampling, every position's logits go to on_logits, chunk by chunk.
   LogitsFn on_logits;
+  // Scoring: positions before logits_from are prefilled without logits (one
+  // chunk ends there); from there on at most tokens_per_step tokens per forward
+  // step (0 = as many as the step budget allows; 1 = the decode path).
+  int64_t logits_from = 0;
+  int64_t tokens_per_step = 0;
 };
 
 }  // namespace tkv::runtime

@@ -11,13 +11,19 @@ int64_t Scheduler::pages_for(int64_t n_tokens) const {
   return (n_tokens + c_.page_size - 1) / c_.page_size;
 }
 
-void Scheduler::add(SeqId id, int priority, int64_t n_tokens) {
-  TKV_CHECK(n_tokens >= 1 && !contains(id));
+void Scheduler::add(SeqId id, int priority, int64_t n_tokens, ChunkRule rule) {
+  TKV_CHECK(n_tokens >= 1 && !contains(id) && rule.split_at >= 0 && rule.max_after >= 0);
   Entry e;
   e.priority = priority;
+  e.rule = rule;
   e.arrival = next_arrival_++;
   e.n_tokens = n_tokens;
   seqs_.emplace(id, e);
+}
+
+int64_t Scheduler::chunk_len(const Entry& e, int64_t n) {
+  if (e.n_computed < e.rule.split_at) return std::min(n, e.rule.split_at - e.n_computed);
+  return e.rule.max_after > 0 ? std::min(n, e.rule.max_after) : n;
 }
 
 void Scheduler::cancel(SeqId id) {
@@ -76,7 +82,7 @@ void Scheduler::plan_running(StepPlan& p, int64_t& budget) {
     if (!e.running) continue;  // preempted for a more senior one
     const int64_t pending = e.n_tokens - e.n_computed;
     TKV_CHECK(pending >= 1);
-    const int64_t n = pending == 1 ? 1 : std::min(pending, budget);
+    const int64_t n = pending == 1 ? 1 : chunk_len(e, std::min(pending, budget));
     if (n <= 0) continue;
     const int64_t need = pages_for(e.n_computed + n) - e.pages;
     // Make room by preempting the most junior running sequences, this one last.
@@ -114,7 +120,7 @@ void Scheduler::plan_admissions(StepPlan& p, int64_t budget,
     e.running = true;
     e.admitted = next_admit_++;
     e.n_computed = std::min(reused, e.n_tokens - 1);  // the last known token is always run
-    const int64_t n = std::min(e.n_tokens - e.n_computed, budget);
+    const int64_t n = chunk_len(e, std::min(e.n_tokens - e.n_computed, budget));
     e.pages = pages_for(e.n_computed + n);
     used_ += e.pages;
     p.admitted.push_back(id);

@@ -28,6 +28,14 @@ struct SchedulerConfig {
   int64_t max_seq_tokens = 4096;  // context: most tokens one sequence holds in the KV
 };
 
+// How one sequence's tokens may be cut into chunks (a scoring pass, Engine::score):
+// no chunk crosses split_at, and chunks from split_at on hold at most max_after
+// tokens (0 = as many as the step budget allows). The default cuts only by budget.
+struct ChunkRule {
+  int64_t split_at = 0;
+  int64_t max_after = 0;
+};
+
 // n tokens [first, first + n) of one sequence; `completes` when they reach the
 // sequence's last known token (its next-token logits are then wanted).
 struct PlannedChunk {
@@ -54,7 +62,7 @@ class Scheduler {
   explicit Scheduler(const SchedulerConfig& c) : c_(c) {}
 
   // A new waiting sequence with n_tokens (>= 1) known tokens (its prompt).
-  void add(SeqId id, int priority, int64_t n_tokens);
+  void add(SeqId id, int priority, int64_t n_tokens, ChunkRule rule = {});
   // Marks id cancelled; plan() drops it (frees its pages) at the next step.
   void cancel(SeqId id);
   // Plans the next step and books its pages. `admit(id)`, when given, is asked
@@ -89,7 +97,10 @@ class Scheduler {
     int64_t n_tokens = 0;    // known tokens (prompt + sampled)
     int64_t n_computed = 0;  // tokens in the KV
     int64_t pages = 0;       // pages booked (for n_computed + the planned chunk)
+    ChunkRule rule;
   };
+  // The most of n tokens e's next chunk may take under its ChunkRule.
+  static int64_t chunk_len(const Entry& e, int64_t n);
   // Pages a sequence must still book to prefill its known tokens and decode one more.
   int64_t outstanding(const Entry& e) const;
   std::vector<SeqId> ordered(bool running) const;

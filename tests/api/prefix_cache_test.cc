@@ -72,5 +72,24 @@ TEST(PrefixCacheOff, NothingIsReusedWhenDisabled) {
   EXPECT_EQ(e->stats().prefix_hits, 0);
 }
 
+TEST(PrefixCacheOn, RepeatedPromptReusesAllButItsLastPageAndScoreReusesNothing) {
+  TKV_REQUIRE_SMOLLM2();
+  auto eng = make_engine(smollm2_config(512, 2));
+  ASSERT_TRUE(eng);
+  const auto p = prompt_of(eng->tokenizer(), 300);
+  ASSERT_TRUE(eng->generate(greedy(p, 2)).ok());
+  auto again = eng->generate(greedy(p, 2));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value().timings.cached_tokens, 256);  // whole 64-token pages below 300
+  EXPECT_EQ(again.value().timings.prefill_tokens, 300 - 256);
+  // Teacher-forced scoring wants logits at every position: it computes them all.
+  int64_t rows = 0;
+  ASSERT_TRUE(eng->score(p, [&](int64_t, int64_t n, const float*) { rows += n; }).ok());
+  EXPECT_EQ(rows, 300);
+  const EngineStats s = wait_stats(*eng, [](const EngineStats& x) { return x.running == 0; });
+  EXPECT_EQ(s.prefix_hits, 1);
+  EXPECT_EQ(s.prefix_tokens_reused, 256);
+}
+
 }  // namespace
 }  // namespace turbokv

@@ -20,16 +20,13 @@ std::string model_path() {
   return std::string(home ? home : ".") + "/.cache/turbokv/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-EngineFactory factory() {
-  return [](const std::string& scheme) -> Result<std::unique_ptr<runtime::Engine>> {
-    runtime::EngineOptions eo;
-    eo.model_path = model_path();
-    eo.n_threads = 2;
-    eo.cache.scheme = scheme;
-    eo.cache.max_tokens = 1024;
-    eo.cache.max_seqs = 2;
-    return runtime::Engine::create(eo);
-  };
+turbokv::EngineConfig engine_config() {
+  turbokv::EngineConfig c;
+  c.model_path = model_path();
+  c.threads = 2;
+  c.context = 1024;
+  c.max_seqs = 1;
+  return c;
 }
 
 const SchemeResult* find(const EvalReport& r, const std::string& scheme) {
@@ -46,7 +43,7 @@ TEST(EvalSmoke, ServingKlOnSmolLm2) {
   EvalOptions o;
   o.protocol = Protocol::kServingKl;
   o.data_path = data;
-  o.model_path = model_path();
+  o.engine = engine_config();
   o.model_label = "SmolLM2-135M";
   o.n_prompts = 2;
   o.prefix_tokens = 48;
@@ -56,11 +53,11 @@ TEST(EvalSmoke, ServingKlOnSmolLm2) {
   o.base_path = testing::TempDir() + "/tkv_eval_smoke.tkvbase";
   std::filesystem::remove(o.base_path);
   o.schemes = {"bf16", "turbo:k8v8", "turbo:k8v3", "turbo:k8v2"};
-  auto r = run_eval(o, factory());
+  auto r = run_eval(o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   // Second invocation reuses the base file: bf16 is really re-run and must match it bit for bit.
   o.schemes = {"bf16"};
-  auto again = run_eval(o, factory());
+  auto again = run_eval(o);
   ASSERT_TRUE(again.ok()) << again.status().message();
   ASSERT_EQ(again.value().rows.size(), 1u);
   EXPECT_EQ(again.value().rows[0].kl, 0.0) << "bf16 re-run differs from its own base";

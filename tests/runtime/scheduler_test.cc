@@ -24,9 +24,9 @@ struct Sim {
   int64_t steps = 0;
   SeqId next = 0;
 
-  SeqId add(int64_t prompt, int64_t max_tokens, int priority = 0) {
+  SeqId add(int64_t prompt, int64_t max_tokens, int priority = 0, ChunkRule rule = {}) {
     const SeqId id = next++;
-    s.add(id, priority, prompt);
+    s.add(id, priority, prompt, rule);
     reqs[id].max_tokens = max_tokens;
     return id;
   }
@@ -88,6 +88,38 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
   }
   EXPECT_EQ(sizes, (std::vector<int64_t>{256, 256, 256, 232, 1, 1}));
   EXPECT_EQ(sim.s.used_pages(), 0);
+}
+
+// A scoring pass (Engine::score with logits_from / tokens_per_step): one chunk
+// ends at split_at, later ones hold at most max_after tokens, and the budget
+// still caps every chunk.
+TEST(Scheduler, ChunkRuleSplitsThenCapsEachStep) {
+  Sim sim(cfg(100, 16, 4, 256, 1024));
+  const SeqId a = sim.add(530, 1, 0, ChunkRule{300, 100});
+  std::vector<int64_t> firsts, sizes;
+  while (sim.live(a)) {
+    const StepPlan p = sim.step();
+    ASSERT_EQ(p.chunks.size(), 1u);
+    firsts.push_back(p.chunks[0].first);
+    sizes.push_back(p.chunks[0].n);
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{256, 44, 100, 100, 30}));
+  EXPECT_EQ(firsts, (std::vector<int64_t>{0, 256, 300, 400, 500}));
+
+  // One token a step from split_at on (the decode path), beside a plain request
+  // whose prefill takes what the budget leaves.
+  Sim one(cfg(100, 16, 4, 64, 1024));
+  const SeqId b = one.add(20, 1, 0, ChunkRule{16, 1});
+  const SeqId c = one.add(200, 1);
+  std::vector<int64_t> b_sizes;
+  while (one.live(b)) {
+    const StepPlan p = one.step();
+    for (const PlannedChunk& ch : p.chunks)
+      if (ch.id == b) b_sizes.push_back(ch.n);
+  }
+  EXPECT_EQ(b_sizes, (std::vector<int64_t>{16, 1, 1, 1, 1}));
+  one.run_until_empty();
+  EXPECT_FALSE(one.live(c));
 }
 
 TEST(Scheduler, DecodesFirstThenPrefillUnderTheBudget) {

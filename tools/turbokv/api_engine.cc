@@ -1,11 +1,24 @@
-// The CLI's side of the public API (include/turbokv/): an Engine built from the
-// common options, and the summaries printed from it.
+// The CLI's side of the public API (include/turbokv/): the --kv-* spellings, an
+// Engine built from the common options, and the summaries printed from it.
 #include <cstdio>
 
 #include "base/mem_info.h"
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
+
+Result<bool> parse_swa_mode(const std::string& text) {
+  if (text == "quant") return false;
+  if (text == "bf16") return true;
+  return invalid_argument("[cli] unknown --kv-quant-swa '{}' (valid: quant | bf16)", text);
+}
+
+Result<turbokv::AttnPath> parse_attn_path(const std::string& text) {
+  if (text == "fused") return turbokv::AttnPath::kFused;
+  if (text == "reference") return turbokv::AttnPath::kReference;
+  if (text == "verify") return turbokv::AttnPath::kVerify;
+  return invalid_argument("[cli] unknown --kv-attn '{}' (valid: fused | reference | verify)", text);
+}
 
 turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
   turbokv::EngineConfig c;
@@ -17,11 +30,8 @@ turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
   if (!o.kv_budget.empty()) c.kv_budget_bytes = parse_byte_size(o.kv_budget).value();
   c.step_tokens = std::max<int64_t>(o.ubatch, max_seqs);
   c.quant_start = o.kv_quant_start;
-  c.swa_bf16 = kv::parse_swa_mode(o.kv_quant_swa).value();
-  const kv::AttnPath p = kv::parse_attn_path(o.kv_attn).value();
-  c.attn = p == kv::AttnPath::kReference ? turbokv::AttnPath::kReference
-           : p == kv::AttnPath::kVerify  ? turbokv::AttnPath::kVerify
-                                         : turbokv::AttnPath::kFused;
+  c.swa_bf16 = parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
+  c.attn = parse_attn_path(o.kv_attn).value();
   c.key_center = o.kv_key_center == "on";
   return c;
 }

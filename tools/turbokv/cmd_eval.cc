@@ -1,6 +1,7 @@
 // turbokv eval: quality of KV schemes against bf16 KV (docs/eval/README.md).
 // --protocol serving-kl | wikitext | needle; --schemes runs a list sequentially,
 // writing a table to stdout and the curve.json rows (or needle.json) to --out.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +11,6 @@
 
 #include "eval/eval.h"
 #include "eval/needle.h"
-#include "quant/kv_scheme.h"
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
@@ -67,11 +67,12 @@ Result<std::string> eval_cache_dir() {
   return invalid_argument("[eval] neither XDG_CACHE_HOME nor HOME is set; pass --base FILE");
 }
 
-// Every scheme must parse before any model is loaded (head_dim 128 is valid for all).
+// Every scheme must parse before any model is loaded (whether the model's
+// head_dim takes it is checked when its engine is built).
 Status check_schemes(const std::vector<std::string>& schemes) {
   if (schemes.empty()) return invalid_argument("[eval] --schemes is empty");
   for (const auto& s : schemes)
-    if (auto r = quant::parse_kv_scheme(s, 128); !r.ok())
+    if (auto r = turbokv::KvConfig::parse(s); !r.ok())
       return invalid_argument("[eval] --schemes: {}", r.status().message());
   return Status();
 }
@@ -122,16 +123,6 @@ void warn_ignored(CLI::App& sub, const std::string& protocol) {
   }
 }
 
-eval::EngineFactory factory_for(const CommonOptions& common) {
-  return [common](const std::string& scheme) -> Result<std::unique_ptr<runtime::Engine>> {
-    CommonOptions c = common;
-    c.kv_quant = scheme;
-    auto e = make_engine(c);
-    if (!e) return invalid_argument("[eval] cannot build an engine for scheme {}", scheme);
-    return e;
-  };
-}
-
 int write_json(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return 0;
   std::ofstream f(path);
@@ -154,11 +145,16 @@ int run_needle_cmd(EvalArgs& a, const std::string& model_path) {
     return 1;
   }
   no.lengths = lengths.value();
+  // Room for the longest prompt and its answer (needle_prompt stays within a
+  // filler sentence of the length asked for).
+  const int64_t longest = *std::max_element(no.lengths.begin(), no.lengths.end());
+  a.common.ctx = std::max<int64_t>(a.common.ctx, longest + 64 + no.max_new_tokens);
+  no.engine = engine_config(a.common, 1);
   no.depths = depths.value();
   no.trials = a.trials;
   no.model_label = a.label.empty() ? std::filesystem::path(model_path).stem().string() : a.label;
   no.progress = !a.no_progress;
-  auto r = eval::run_needle(no, factory_for(a.common));
+  auto r = eval::run_needle(no);
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
     return 1;
@@ -180,8 +176,13 @@ int run_eval_cmd(EvalArgs& a, CLI::App& sub) {
     return 1;
   }
   warn_ignored(sub, a.protocol);
-  const std::string model_path =
-      a.common.model.empty() ? runtime::default_model_path() : a.common.model;
+  auto resolved = resolve_model(a.common.model);
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "error: %s\n", resolved.status().message().c_str());
+    return 1;
+  }
+  a.common.model = resolved.value();
+  const std::string model_path = a.common.model;
   if (a.protocol == "needle") return run_needle_cmd(a, model_path);
   auto proto = eval::parse_protocol(a.protocol);
   if (!proto.ok()) {
@@ -192,10 +193,7 @@ int run_eval_cmd(EvalArgs& a, CLI::App& sub) {
   o.protocol = proto.value();
   o.schemes = split(a.schemes);
   o.data_path = a.data.empty() ? data_dir() + "/" + kCorpusFile : a.data;
-  o.model_path = model_path;
   o.model_label = a.label.empty() ? std::filesystem::path(model_path).stem().string() : a.label;
-  o.swa_mode = a.common.kv_quant_swa;
-  o.key_center = a.common.kv_key_center == "on";
   // serving-kl is small enough to keep whole rows (exact KL); wikitext keeps the top tokens up to
   // 0.9999 mass.
   const bool wiki = o.protocol == eval::Protocol::kWikitext;
@@ -204,6 +202,7 @@ int run_eval_cmd(EvalArgs& a, CLI::App& sub) {
   o.progress = !a.no_progress;
   if (o.protocol == eval::Protocol::kWikitext)
     a.common.ctx = std::max<int64_t>(a.common.ctx, o.n_ctx);
+  o.engine = engine_config(a.common, 1);
   o.base_path = a.base;
   if (o.base_path.empty()) {
     auto dir = eval_cache_dir();
@@ -215,7 +214,7 @@ int run_eval_cmd(EvalArgs& a, CLI::App& sub) {
         "{}/{}.{}{}.tkvbase", dir.value(), std::filesystem::path(model_path).stem().string(),
         a.protocol, o.protocol == eval::Protocol::kWikitext ? fmt::format("-{}", o.n_ctx) : "");
   }
-  auto r = eval::run_eval(o, factory_for(a.common));
+  auto r = eval::run_eval(o);
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
     return 1;

@@ -1,12 +1,15 @@
 // Subcommand registration for the turbokv binary. Each cmd_*.cc adds its
-// subcommand to the CLI11 app and returns the function that runs it.
+// subcommand to the CLI11 app and returns the function that runs it. Engines
+// come from the public API (include/turbokv/) only.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/engine.h"
+#include "base/status.h"
+#include "sampling/sampler.h"
 #include "turbokv/engine.h"
 
 namespace tkv::cli {
@@ -31,8 +34,10 @@ void add_common_options(CLI::App* app, CommonOptions& o);
 // loading: warnings for flags without effect, -m resolved to a path. False on error.
 // one_scheme: --kv-quant names the cache (false for bench --schemes).
 bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme = true);
-// Builds the engine from common options; prints the error and returns null on failure.
-std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o);
+// --kv-quant-swa quant | bf16 (true: sliding-window layers keep bf16) and
+// --kv-attn fused | reference | verify; the error lists the valid values.
+Result<bool> parse_swa_mode(const std::string& text);
+Result<turbokv::AttnPath> parse_attn_path(const std::string& text);
 // The public-API engine from common options (o.model already resolved by check_common).
 turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs);
 // Resolves -m, builds the engine; prints the error and returns null on failure.
@@ -50,6 +55,11 @@ void warn_no_effect(CLI::App* sub, const std::string& flag, const std::string& w
 inline constexpr int64_t kNoMax = INT64_MAX;
 CLI::Validator int_range(const std::string& name, int64_t lo, int64_t hi);
 
+// Model cache: $TKV_MODEL_DIR, else $XDG_CACHE_HOME/turbokv/models, else
+// ~/.cache/turbokv/models (where scripts/fetch-models puts files).
+std::string model_cache_dir();
+// Default model path: $TKV_MODEL or SmolLM2-135M-Instruct.Q4_1.gguf in the model cache.
+std::string default_model_path();
 // -m NAME: "" -> $TKV_MODEL or smollm2; a known short name -> its file in the model
 // cache (error with the fetch command if absent); anything else is a path.
 Result<std::string> resolve_model(const std::string& name);
@@ -65,17 +75,11 @@ RunFn add_eval(CLI::App& app);
 int run_kv_report(const CommonOptions& common, const std::string& budget,
                   const std::string& schemes);
 
-// Cache options (scheme, --kv-quant-start, capacity ...) the engine is built with.
-kv::CacheOptions cache_options(const CommonOptions& o);
-// Bytes the first n tokens of a sequence occupy (first --kv-quant-start tokens at bf16 cost).
-size_t kv_bytes_for_tokens(const kv::KvMemoryModel& m, int64_t n);
-// "[turbokv] kv cache SCHEME: N tokens, B bytes used (...)" on stderr.
-void print_kv_summary(runtime::Engine& eng, const CommonOptions& o, int seq);
-// The same for n tokens of one sequence of a public-API engine (+ the --kv-attn verify line).
+// "[turbokv] kv cache SCHEME: N tokens, B bytes used (...)" on stderr for n
+// tokens of one sequence (+ the --kv-attn verify line).
 void print_kv_summary(const turbokv::Engine& eng, const CommonOptions& o, int64_t n);
 
 // --chat / chat: false (after printing why) when the model has no chat template.
-bool check_chat_template(runtime::Engine& eng, const std::string& model);
 bool check_chat_template(const turbokv::Engine& eng, const std::string& model);
 
 // Progress bar on stderr for long prefills.

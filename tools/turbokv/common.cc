@@ -1,4 +1,4 @@
-// Shared CLI plumbing: common options, engine construction, progress bar.
+// Shared CLI plumbing: common options and their checks, sampling flags, progress bar.
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -10,7 +10,7 @@
 namespace tkv::cli {
 namespace {
 
-// CLI11 validator from one of the kvcache parsers: the error text lists the valid forms.
+// CLI11 validator from one of the flag parsers: the error text lists the valid forms.
 template <typename Fn>
 CLI::Validator kv_validator(const char* name, Fn fn) {
   return CLI::Validator(
@@ -21,7 +21,8 @@ CLI::Validator kv_validator(const char* name, Fn fn) {
       "", name);
 }
 
-// The --kv-* flags; every value is checked at parse time by the kvcache parsers.
+// The --kv-* flags; every value is checked at parse time by the parsers the
+// engine config is built with (KvConfig::parse, parse_swa_mode, ...).
 void add_kv_options(CLI::App* app, CommonOptions& o) {
   app->add_option("--kv-quant", o.kv_quant,
                   "KV cache scheme: bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V>")
@@ -31,13 +32,12 @@ void add_kv_options(CLI::App* app, CommonOptions& o) {
                   "Keep the first N tokens of a sequence in bf16")
       ->check(int_range("--kv-quant-start", 0, kNoMax));
   app->add_option("--kv-quant-swa", o.kv_quant_swa, "Sliding-window layers: quant (default) | bf16")
-      ->check(
-          kv_validator("SWA", [](const std::string& v) { return kv::parse_swa_mode(v).status(); }));
+      ->check(kv_validator("SWA", [](const std::string& v) { return parse_swa_mode(v).status(); }));
   app->add_option("--kv-attn", o.kv_attn,
                   "Attention over a quantized cache: fused (default) | reference | verify (fused, "
                   "checked against reference)")
-      ->check(kv_validator("PATH",
-                           [](const std::string& v) { return kv::parse_attn_path(v).status(); }));
+      ->check(
+          kv_validator("PATH", [](const std::string& v) { return parse_attn_path(v).status(); }));
   app->add_option(
          "--kv-key-center", o.kv_key_center,
          "Store keys minus the model's K bias (exact for attention; Qwen2): on (default) | off")
@@ -130,52 +130,6 @@ bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme) {
   }
   o.model = path.value();
   return true;
-}
-
-kv::CacheOptions cache_options(const CommonOptions& o) {
-  kv::CacheOptions c;
-  c.scheme = o.kv_quant;
-  c.quant_start = o.kv_quant_start;
-  c.swa_bf16 = kv::parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
-  c.attn = kv::parse_attn_path(o.kv_attn).value();
-  c.max_chunk_tokens = std::max<int64_t>(o.ubatch, 1);
-  c.max_tokens = o.ctx;
-  c.max_seqs = 4;
-  return c;
-}
-
-std::unique_ptr<runtime::Engine> make_engine(const CommonOptions& o) {
-  runtime::EngineOptions eo;
-  auto path = resolve_model(o.model);
-  if (!path.ok()) {
-    std::fprintf(stderr, "error: %s\n", path.status().message().c_str());
-    return nullptr;
-  }
-  eo.model_path = path.value();
-  eo.n_threads = o.threads;
-  eo.ubatch = o.ubatch;
-  eo.key_center = o.kv_key_center == "on";
-  eo.cache = cache_options(o);
-  if (!o.kv_budget.empty()) eo.kv_budget_bytes = parse_byte_size(o.kv_budget).value();
-  auto r = runtime::Engine::create(eo);
-  if (!r.ok()) {
-    std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
-    return nullptr;
-  }
-  return std::move(r).value();
-}
-
-bool check_chat_template(runtime::Engine& eng, const std::string& model) {
-  // Without tokenizer.chat_template the tokenizer would fall back to a format guessed
-  // from the vocabulary (a base model has Gemma's turn tokens but was never trained
-  // on them): refuse rather than chat in a format the model does not know.
-  if (!eng.model().gguf().get_string_or("tokenizer.chat_template", "").empty()) return true;
-  std::fprintf(stderr,
-               "error: [cli] model %s (%s) has no chat template (tokenizer.chat_template is "
-               "absent): it is likely a base model; use an instruct model, or run generate "
-               "without --chat\n",
-               eng.model().config().name.c_str(), model.c_str());
-  return false;
 }
 
 void progress_bar(int64_t done, int64_t total) {

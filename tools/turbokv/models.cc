@@ -1,6 +1,7 @@
 // Short model names (the ones scripts/fetch-models knows) resolved in the model
 // cache, and `turbokv models`, which lists them with their state.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "tools/turbokv/commands.h"
@@ -33,7 +34,7 @@ bool looks_like_path(const std::string& v) {
 }
 
 int run_models() {
-  const std::string dir = runtime::model_cache_dir();
+  const std::string dir = model_cache_dir();
   std::printf("model cache: %s\n", dir.c_str());
   std::printf("| name | fetched | size | path | fetch with |\n|---|---|---|---|---|\n");
   for (const auto& m : kKnown) {
@@ -49,12 +50,25 @@ int run_models() {
 
 }  // namespace
 
+std::string model_cache_dir() {
+  if (const char* dir = std::getenv("TKV_MODEL_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/turbokv/models";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/turbokv/models";
+}
+
+std::string default_model_path() {
+  if (const char* e = std::getenv("TKV_MODEL"); e && *e) return e;
+  return model_cache_dir() + "/" + kKnown[0].file;
+}
+
 Result<std::string> resolve_model(const std::string& name) {
-  if (name.empty()) return runtime::default_model_path();
+  if (name.empty()) return default_model_path();
   if (looks_like_path(name) || std::filesystem::exists(name)) return name;
   for (const auto& m : kKnown) {
     if (name != m.name) continue;
-    const std::string path = runtime::model_cache_dir() + "/" + m.file;
+    const std::string path = model_cache_dir() + "/" + m.file;
     if (!std::filesystem::exists(path))
       return make_error(
           StatusCode::kNotFound,
