@@ -147,6 +147,7 @@ void EngineLoop::publish_stats() {
   s.preemptions = sched_->n_preemptions();
   std::lock_guard<std::mutex> lk(stats_mu_);
   s.steps = stats_.steps;
+  s.attention_ms = stats_.attention_ms;
   s.prefix_hits = stats_.prefix_hits;
   s.prefix_tokens_reused = stats_.prefix_tokens_reused;
   stats_ = s;

@@ -50,6 +50,7 @@ bool EngineLoop::step() {
   run_chunks(p);
   std::lock_guard<std::mutex> lk(stats_mu_);
   ++stats_.steps;
+  stats_.attention_ms = ws_.attention_ms;  // with steps: a step's count includes its attention
   return true;
 }
 
