@@ -16,7 +16,8 @@ set(TKV_LAYER_model base device quant kernels io kvcache)
 set(TKV_LAYER_sampling base)
 set(TKV_LAYER_runtime base device quant kernels io tokenizer kvcache model sampling)
 set(TKV_LAYER_api base device quant kernels io tokenizer kvcache model sampling runtime)
-set(TKV_LAYER_server base api runtime)
+# The server sees the public API (include/turbokv/) and nothing else of the engine.
+set(TKV_LAYER_server "")
 # eval drives engines through the public API only (include/turbokv/).
 set(TKV_LAYER_eval base)
 # Layers that also see the public API headers in include/turbokv/.

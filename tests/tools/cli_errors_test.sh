@@ -21,7 +21,8 @@ expect_ok() {  # expect_ok NAME PATTERN CMD... : exit 0 and PATTERN in the outpu
 }
 expect unknown-flag "not expected: --bogus" "$BIN" generate --bogus
 expect unknown-subcommand "unknown subcommand 'frobnicate'.*generate" "$BIN" frobnicate
-expect serve-not-built "unknown subcommand 'serve' \(available: .*chat.*generate" "$BIN" serve --help
+expect serve-bad-port "--port: value 70000 out of range \(valid: 0 to 65535\)" "$BIN" serve --port 70000
+expect serve-key-and-file "excludes" "$BIN" serve --api-key k --api-key-file /dev/null
 expect_ok version "^turbokv [0-9]+\.[0-9]+\.[0-9]+" "$BIN" --version
 expect missing-model "model file not found: /nonexistent.gguf" "$BIN" generate -m /nonexistent.gguf -n 1
 expect unknown-model-name "unknown model 'nosuchmodel'.*smollm2, gemma3, qwen2.5-1.5b" "$BIN" generate -m nosuchmodel -n 1
@@ -44,7 +45,7 @@ expect prompt-file-unreadable "cannot read prompt file '/nonexistent.txt'" "$BIN
 expect bench-nothing "nothing to measure" "$BIN" bench -p 0 -n 0
 # No huge doubles in any range message.
 out="$("$BIN" generate -n -1 2>&1)"; grep -q "179769" <<<"$out" && bad no-huge-range "$out" || ok no-huge-range
-expect_ok help-defaults "--ctx INT=4096" "$BIN" generate --help
+expect_ok help-defaults "-c,--ctx,--ctx-size INT=4096" "$BIN" generate --help
 
 # With the model: edge behaviour of real runs (greedy, a few tokens each).
 MODEL_DIR="${TKV_MODEL_DIR:-${HOME}/.cache/turbokv/models}"

@@ -79,7 +79,7 @@ void add_common_options(CLI::App* app, CommonOptions& o) {
   app->add_option("-t,--threads", o.threads, "Threads (0 = all cores)")
       ->check(int_range("--threads", 0, hw));
   add_kv_options(app, o);
-  app->add_option("-c,--ctx", o.ctx,
+  app->add_option("-c,--ctx,--ctx-size", o.ctx,
                   "Context: the most tokens one sequence holds (prompt + output), exactly")
       ->check(int_range("--ctx", 1, kNoMax));
   app->add_option("--ubatch", o.ubatch, "Prefill chunk size")

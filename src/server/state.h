@@ -1,0 +1,33 @@
+// What every route shares: the engine, the options, the metrics, the admission
+// count (choices submitted and not yet finished, for 429) and the live
+// generations (cancelled when a drain times out).
+#pragma once
+#include <atomic>
+#include <ctime>
+#include <mutex>
+#include <set>
+
+#include "server/metrics.h"
+#include "server/server.h"
+
+namespace tkv::server {
+
+class Generation;
+
+struct ServerState {
+  turbokv::Engine& eng;
+  ServerOptions opts;
+  Metrics metrics;
+  std::time_t started = std::time(nullptr);
+  std::atomic<int> in_flight{0};  // choices admitted and not finished
+  std::atomic<bool> draining{false};
+
+  std::mutex live_mu;
+  std::set<Generation*> live;
+
+  ServerState(turbokv::Engine& e, ServerOptions o) : eng(e), opts(std::move(o)) {}
+  // Choices the engine's batch plus the wait queue may hold.
+  int capacity() const { return eng.config().max_seqs + opts.max_queue; }
+};
+
+}  // namespace tkv::server
