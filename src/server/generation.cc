@@ -40,18 +40,21 @@ Generation::~Generation() {
 MaybeError Generation::submit(int index) {
   turbokv::Request r = base_;
   r.sampling.seed = base_.sampling.seed + static_cast<uint64_t>(index);  // choices differ
-  r.on_token = [q = q_, index](const turbokv::Event& e) {  // engine thread: keep it short
-    ChoiceEvent ce{index, e, -1};
+  // On the engine thread, keep it short. Metrics are counted here, not by the
+  // reader: a request cancelled after its client left has no reader any more.
+  r.on_token = [q = q_, index, m = s_.metrics, np = prompt_tokens()](const turbokv::Event& e) {
+    // Counted before the reader can see the event, so a response is never ahead of /metrics.
+    if (e.is_final()) m->on_finish(turbokv::finish_reason_name(e.finish), e.timings, np);
     {
       std::lock_guard<std::mutex> lk(q->mu);
       if (e.token >= 0) {
         const auto now = Clock::now();
         auto& last = q->last_token[index];
-        if (last != Clock::time_point{})
-          ce.since_last_s = std::chrono::duration<double>(now - last).count();
+        m->on_token(
+            last == Clock::time_point{} ? -1.0 : std::chrono::duration<double>(now - last).count());
         last = now;
       }
-      q->events.push_back(std::move(ce));
+      q->events.push_back(ChoiceEvent{index, e});
     }
     q->cv.notify_one();
   };
@@ -69,7 +72,7 @@ MaybeError Generation::start(const turbokv::Request& r) {
   base_ = r;
   std::lock_guard<std::mutex> lk(handles_mu_);
   if (auto e = submit(0)) return e;
-  s_.metrics.on_submit(prompt_tokens());
+  s_.metrics->on_submit(prompt_tokens());
   if (n_ == 1) rest_submitted_ = true;
   return std::nullopt;
 }
@@ -89,7 +92,7 @@ bool Generation::next(ChoiceEvent& out, std::chrono::milliseconds timeout) {
       rest_submitted_ = true;
       for (int i = 1; i < n_; ++i) {
         if (auto e = submit(i)) {
-          ChoiceEvent fail{i, {}, -1};
+          ChoiceEvent fail{i, {}};
           fail.ev.finish = turbokv::FinishReason::kError;
           fail.ev.error = e->message;
           std::lock_guard<std::mutex> qk(q_->mu);
@@ -98,12 +101,9 @@ bool Generation::next(ChoiceEvent& out, std::chrono::milliseconds timeout) {
       }
     }
   }
-  if (out.ev.token >= 0) s_.metrics.on_token(out.since_last_s);
   if (out.ev.is_final() && !done_[out.index]) {
     done_[out.index] = true;
     ++n_done_;
-    s_.metrics.on_finish(turbokv::finish_reason_name(out.ev.finish), out.ev.timings,
-                         prompt_tokens());
   }
   return true;
 }
@@ -115,7 +115,7 @@ void Generation::cancel() {
     rest_submitted_ = true;
     std::lock_guard<std::mutex> qk(q_->mu);
     for (int i = 1; i < n_; ++i) {
-      ChoiceEvent c{i, {}, -1};
+      ChoiceEvent c{i, {}};
       c.ev.finish = turbokv::FinishReason::kCancelled;
       q_->events.push_back(std::move(c));
     }

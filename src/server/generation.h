@@ -20,7 +20,6 @@ namespace tkv::server {
 struct ChoiceEvent {
   int index = 0;
   turbokv::Event ev;
-  double since_last_s = -1;  // time since this choice's previous token (-1: first)
 };
 
 class Generation {

@@ -69,7 +69,7 @@ json models(const ServerState& s) {
 }  // namespace
 
 void fail(ServerState& s, httplib::Response& res, const ApiError& e) {
-  s.metrics.on_http_error(e.status);
+  s.metrics->on_http_error(e.status);
   send_error(res, e);
 }
 
@@ -80,7 +80,7 @@ void add_misc_routes(httplib::Server& http, ServerState& s) {
   http.Get("/v1/models",
            [&s](const httplib::Request&, httplib::Response& res) { send_json(res, models(s)); });
   http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(s.metrics.render(s.eng), "text/plain; version=0.0.4");
+    res.set_content(s.metrics->render(s.eng), "text/plain; version=0.0.4");
   });
   http.Post("/tokenize",
             [&s](const httplib::Request& req, httplib::Response& res) { tokenize(s, req, res); });

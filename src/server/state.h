@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -17,7 +18,9 @@ class Generation;
 struct ServerState {
   turbokv::Engine& eng;
   ServerOptions opts;
-  Metrics metrics;
+  // Shared with the requests' callbacks, which run on the engine thread and may
+  // outlive the server (the engine ends open requests when it is destroyed).
+  std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   std::time_t started = std::time(nullptr);
   std::atomic<int> in_flight{0};  // choices admitted and not finished
   std::atomic<bool> draining{false};
