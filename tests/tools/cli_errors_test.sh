@@ -23,6 +23,7 @@ expect unknown-flag "not expected: --bogus" "$BIN" generate --bogus
 expect unknown-subcommand "unknown subcommand 'frobnicate'.*generate" "$BIN" frobnicate
 expect serve-bad-port "--port: value 70000 out of range \(valid: 0 to 65535\)" "$BIN" serve --port 70000
 expect serve-key-and-file "excludes" "$BIN" serve --api-key k --api-key-file /dev/null
+expect serve-budget "KV budget cannot hold one context.*lower -c or raise --kv-budget" "$BIN" serve --kv-quant turbo --kv-budget 1MiB --port 0
 expect_ok version "^turbokv [0-9]+\.[0-9]+\.[0-9]+" "$BIN" --version
 expect missing-model "model file not found: /nonexistent.gguf" "$BIN" generate -m /nonexistent.gguf -n 1
 expect unknown-model-name "unknown model 'nosuchmodel'.*smollm2, gemma3, qwen2.5-1.5b" "$BIN" generate -m nosuchmodel -n 1
