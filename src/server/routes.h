@@ -12,7 +12,7 @@ namespace tkv::server {
 
 // POST /v1/chat/completions and /v1/completions (streamed or not).
 void add_openai_routes(httplib::Server& http, ServerState& s);
-// GET /health, /v1/models, /metrics; POST /tokenize, /detokenize.
+// GET /, /health, /v1/models, /metrics; POST /tokenize, /detokenize.
 void add_misc_routes(httplib::Server& http, ServerState& s);
 // send_error + the error counter of /metrics.
 void fail(ServerState& s, httplib::Response& res, const ApiError& e);

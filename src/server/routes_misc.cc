@@ -1,6 +1,8 @@
-// GET /health, /v1/models, /metrics; POST /tokenize and /detokenize in
-// llama.cpp's shapes ({"content"} -> {"tokens"} and back).
+// GET / (the chat page), /health, /v1/models, /metrics; POST /tokenize and
+// /detokenize in llama.cpp's shapes ({"content"} -> {"tokens"} and back).
 #include <httplib.h>
+
+#include "web_index_html.h"  // generated from web/index.html
 
 #include "server/request_parse.h"
 #include "server/routes.h"
@@ -74,6 +76,10 @@ void fail(ServerState& s, httplib::Response& res, const ApiError& e) {
 }
 
 void add_misc_routes(httplib::Server& http, ServerState& s) {
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(reinterpret_cast<const char*>(kWebIndexHtml), kWebIndexHtmlSize,
+                    "text/html; charset=utf-8");
+  });
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, {{"status", "ok"}});
   });

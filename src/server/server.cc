@@ -61,7 +61,10 @@ Server::Server(turbokv::Engine& eng, ServerOptions opts)
   h.set_payload_max_length(s.opts.max_body_bytes);
   h.set_keep_alive_timeout(2);  // an idle connection holds a pool thread this long
   h.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
-    if (s.opts.api_key.empty() || req.path == "/health" || authorized(req, s.opts.api_key))
+    // /health is open; so is the chat page itself (static, no data: a browser
+    // cannot send a key for a page load; the page sends it on every API call).
+    const bool open = req.path == "/health" || (req.path == "/" && req.method == "GET");
+    if (s.opts.api_key.empty() || open || authorized(req, s.opts.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
     fail(s, res,
          ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)",

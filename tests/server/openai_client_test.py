@@ -168,6 +168,17 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertTrue(all(len(t) == 2 for t in lp.top_logprobs))
         self.assertTrue(all(x < 0.0 for x in lp.token_logprobs), lp.token_logprobs)
 
+    def test_chat_page(self):
+        # The embedded page is served without a key (it holds no data; its API calls send one).
+        status, headers, body = self.srv.request("GET", "/")
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["content-type"].startswith("text/html"))
+        page = body.decode()
+        self.assertTrue(page.startswith("<!doctype html>"))
+        self.assertIn("/v1/chat/completions", page)
+        self.assertTrue(page.rstrip().endswith("</html>"))
+        self.assertNotIn("http://", page.split("-->", 1)[1])  # nothing fetched from elsewhere
+
     def test_health_and_metrics(self):
         status, _, body = self.srv.request("GET", "/health")  # no key needed
         self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
