@@ -58,7 +58,7 @@ MaybeError Generation::submit(int index) {
     }
     q->cv.notify_one();
   };
-  auto h = s_.eng.submit(r);
+  auto h = s_.eng().submit(r);
   if (!h.ok()) {
     const bool bad = h.status().code() == StatusCode::kInvalidArgument;
     return ApiError{bad ? 400 : 500, h.status().message(),

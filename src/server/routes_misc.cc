@@ -28,7 +28,8 @@ void tokenize(ServerState& s, const httplib::Request& req, httplib::Response& re
   }
   if (!body.contains("content"))
     return fail(s, res, bad_request("'content' is required", "content"));
-  const auto ids = s.eng.tokenizer().encode(body["content"].get<std::string>(), add_special, true);
+  const auto ids =
+      s.eng().tokenizer().encode(body["content"].get<std::string>(), add_special, true);
   send_json(res, {{"tokens", ids}});
 }
 
@@ -39,7 +40,7 @@ void detokenize(ServerState& s, const httplib::Request& req, httplib::Response& 
     if (k != "tokens") return fail(s, res, bad_request("unknown field '" + k + "'", k));
   if (!body.contains("tokens") || !body["tokens"].is_array())
     return fail(s, res, bad_request("'tokens' must be a list of token ids", "tokens"));
-  const int32_t nv = s.eng.tokenizer().n_vocab();
+  const int32_t nv = s.eng().tokenizer().n_vocab();
   std::vector<int32_t> ids;
   for (const json& t : body["tokens"]) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= nv)
@@ -48,12 +49,12 @@ void detokenize(ServerState& s, const httplib::Request& req, httplib::Response& 
           bad_request("token ids must be integers from 0 to " + std::to_string(nv - 1), "tokens"));
     ids.push_back(t.get<int32_t>());
   }
-  send_json(res, {{"content", s.eng.tokenizer().decode(ids)}});
+  send_json(res, {{"content", s.eng().tokenizer().decode(ids)}});
 }
 
 json models(const ServerState& s) {
-  const auto& mi = s.eng.model_info();
-  const auto kv = s.eng.kv_info();
+  const auto& mi = s.eng().model_info();
+  const auto kv = s.eng().kv_info();
   json m = {{"id", s.opts.model_id},
             {"object", "model"},
             {"created", static_cast<int64_t>(s.started)},
@@ -80,13 +81,16 @@ void add_misc_routes(httplib::Server& http, ServerState& s) {
     res.set_content(reinterpret_cast<const char*>(kWebIndexHtml), kWebIndexHtmlSize,
                     "text/html; charset=utf-8");
   });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, {{"status", "ok"}});
+  http.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
+    if (s.ready())
+      send_json(res, {{"status", "ok"}});
+    else
+      send_json(res, {{"status", "loading"}}, 503);
   });
   http.Get("/v1/models",
            [&s](const httplib::Request&, httplib::Response& res) { send_json(res, models(s)); });
   http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(s.metrics->render(s.eng), "text/plain; version=0.0.4");
+    res.set_content(s.metrics->render(s.eng()), "text/plain; version=0.0.4");
   });
   http.Post("/tokenize",
             [&s](const httplib::Request& req, httplib::Response& res) { tokenize(s, req, res); });

@@ -110,12 +110,12 @@ void generate(ServerState& s, const httplib::Request& req, httplib::Response& re
   json body;
   if (auto e = parse_body(req.body, body)) return fail(s, res, *e);
   auto g = std::make_shared<GenRequest>();
-  if (auto e = parse_gen_request(body, chat, s.eng, *g)) return fail(s, res, *e);
+  if (auto e = parse_gen_request(body, chat, s.eng(), *g)) return fail(s, res, *e);
   MaybeError err;
   std::shared_ptr<Generation> gen = Generation::admit(s, err, g->n);
   if (!gen) return fail(s, res, *err);
   if (auto e = gen->start(g->req)) return fail(s, res, *e);
-  auto rb = std::make_shared<ResponseBuilder>(*g, s.eng, s.opts.model_id);
+  auto rb = std::make_shared<ResponseBuilder>(*g, s.eng(), s.opts.model_id);
   if (!g->stream) return respond_full(s, *g, *gen, *rb, res);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(

@@ -22,7 +22,7 @@ struct Server::Impl {
   std::condition_variable cv;
   bool run_returned = false;
 
-  Impl(turbokv::Engine& eng, ServerOptions o) : s(eng, std::move(o)) {}
+  explicit Impl(ServerOptions o) : s(std::move(o)) {}
   void drain();
 };
 
@@ -52,8 +52,7 @@ httplib::Server::HandlerResponse reshape_error(ServerState& s, const httplib::Re
 
 }  // namespace
 
-Server::Server(turbokv::Engine& eng, ServerOptions opts)
-    : impl_(std::make_unique<Impl>(eng, std::move(opts))) {
+Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
   ServerState& s = impl_->s;
   httplib::Server& h = impl_->http;
   const int threads = std::max(8, s.opts.http_threads);
@@ -64,12 +63,17 @@ Server::Server(turbokv::Engine& eng, ServerOptions opts)
     // /health is open; so is the chat page itself (static, no data: a browser
     // cannot send a key for a page load; the page sends it on every API call).
     const bool open = req.path == "/health" || (req.path == "/" && req.method == "GET");
-    if (s.opts.api_key.empty() || open || authorized(req, s.opts.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    fail(s, res,
-         ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)",
-                  "authentication_error", "", "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
+    if (!s.opts.api_key.empty() && !open && !authorized(req, s.opts.api_key)) {
+      fail(s, res,
+           ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)",
+                    "authentication_error", "", "invalid_api_key"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!s.ready() && !open) {
+      fail(s, res, ApiError{503, "the model is loading", "server_error", "", "loading"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   h.set_error_handler(httplib::Server::HandlerWithResponse(
       [&s](const httplib::Request& req, httplib::Response& res) {
@@ -103,6 +107,10 @@ Result<int> Server::bind() {
                                        std::to_string(o.port) +
                                        " (in use, or not an address here)");
   return port;
+}
+
+void Server::set_engine(turbokv::Engine& eng) {
+  impl_->s.engine = &eng;
 }
 
 void Server::run() {

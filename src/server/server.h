@@ -1,8 +1,10 @@
 // turbokv serve: an OpenAI-compatible HTTP server over one turbokv::Engine (the
 // public API only). Every request of every route shares the engine's one
 // continuous batch. Lifecycle: bind() (port 0 picks a free one), run() on one
-// thread, shutdown() from another (a signal thread): stop accepting, let
-// in-flight requests finish for drain_timeout_s, cancel the rest, run() returns.
+// thread; set_engine() once the model is loaded (until then /health and every
+// other route answer 503); shutdown() from any thread (a signal thread): stop
+// accepting, let in-flight requests finish for drain_timeout_s, cancel the
+// rest, run() returns. The engine must outlive the server.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -25,13 +27,15 @@ struct ServerOptions {
 
 class Server {
  public:
-  Server(turbokv::Engine& eng, ServerOptions opts);
+  explicit Server(ServerOptions opts);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
   // Binds host:port; returns the bound port or why it could not.
   Result<int> bind();
+  // The loaded engine: requests are served from now on.
+  void set_engine(turbokv::Engine& eng);
   // Serves until shutdown(); returns once every connection has ended.
   void run();
   // From any thread: stop accepting, drain, then cancel what is left.

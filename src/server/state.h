@@ -16,7 +16,10 @@ namespace tkv::server {
 class Generation;
 
 struct ServerState {
-  turbokv::Engine& eng;
+  // Set once the model is loaded; until then every route but /health answers 503.
+  std::atomic<turbokv::Engine*> engine{nullptr};
+  turbokv::Engine& eng() const { return *engine.load(); }
+  bool ready() const { return engine.load() != nullptr; }
   ServerOptions opts;
   // Shared with the requests' callbacks, which run on the engine thread and may
   // outlive the server (the engine ends open requests when it is destroyed).
@@ -28,9 +31,9 @@ struct ServerState {
   std::mutex live_mu;
   std::set<Generation*> live;
 
-  ServerState(turbokv::Engine& e, ServerOptions o) : eng(e), opts(std::move(o)) {}
+  explicit ServerState(ServerOptions o) : opts(std::move(o)) {}
   // Choices the engine's batch plus the wait queue may hold.
-  int capacity() const { return eng.config().max_seqs + opts.max_queue; }
+  int capacity() const { return eng().config().max_seqs + opts.max_queue; }
 };
 
 }  // namespace tkv::server

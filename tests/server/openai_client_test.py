@@ -298,6 +298,44 @@ class QueueAndDrainTest(unittest.TestCase):
             srv.terminate()
 
 
+class LoadingTest(unittest.TestCase):
+    """The server listens before the model is loaded: /health and the API answer
+    503 until then. The "model" is a FIFO, so loading waits, deterministically,
+    until the test opens it; the load then fails and the server exits 1."""
+
+    def test_503_while_loading_then_load_failure(self):
+        import os
+        import subprocess
+        import tempfile
+        fifo = os.path.join(tempfile.mkdtemp(), "model.gguf")
+        os.mkfifo(fifo)
+        proc = subprocess.Popen([BIN, "serve", "-m", fifo, "--port", "0"], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            line = proc.stdout.readline()
+            port = int(line.split("127.0.0.1:")[1].split()[0])
+            client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+            import http.client
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/health")
+            r = conn.getresponse()
+            self.assertEqual((r.status, json.loads(r.read())), (503, {"status": "loading"}))
+            conn.close()
+            with self.assertRaises(openai.InternalServerError) as cm:
+                client.models.list()
+            self.assertEqual(cm.exception.status_code, 503)
+            self.assertEqual(cm.exception.body["code"], "loading")
+            with open(fifo, "w"):
+                pass  # the loader's open returns; the FIFO is not a GGUF file
+            self.assertEqual(proc.wait(timeout=60), 1)
+            self.assertIn("not a regular file", proc.stdout.read())
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+
+
 if __name__ == "__main__":
     BIN = sys.argv.pop(1)
     unittest.main(verbosity=2)

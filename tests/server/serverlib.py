@@ -34,6 +34,23 @@ class Server:
         # Keep draining stdout so the server never blocks on a full pipe.
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
+        # It listens while the model loads: /health is 503 until then, 200 after.
+        self.health_statuses = set()
+        while time.time() < deadline:
+            try:
+                status = self.request("GET", "/health", timeout=5)[0]
+            except OSError:
+                status = -1
+            self.health_statuses.add(status)
+            if status == 200:
+                break
+            if status not in (503, -1) or self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        if 200 not in self.health_statuses:
+            self.proc.kill()
+            raise RuntimeError(f"server not ready (/health {self.health_statuses}): " +
+                               "".join(self.lines))
 
     def _drain(self):
         for line in self.proc.stdout:

@@ -76,17 +76,18 @@ int run_serve(ServeArgs& a) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is a failed write, not a death
-  auto eng = make_api_engine(a.common, a.parallel);
-  if (!eng) return 1;
-  server::Server srv(*eng, a.srv);
+  // Declared first, destroyed last: the server (and its requests) end before the engine.
+  std::unique_ptr<turbokv::Engine> eng;
+  server::Server srv(a.srv);
   auto port = srv.bind();
   if (!port.ok()) {
     std::fprintf(stderr, "error: %s\n", port.status().message().c_str());
     return 1;
   }
-  print_start(*eng, a);
-  std::printf("listening on http://%s:%d\n", a.srv.host.c_str(), port.value());
+  std::printf("listening on http://%s:%d (loading the model: /health answers 503 until ready)\n",
+              a.srv.host.c_str(), port.value());
   std::fflush(stdout);
+  std::thread runner([&srv] { srv.run(); });
   std::thread([&srv, stop_signals, drain_s = a.srv.drain_timeout_s] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -94,7 +95,17 @@ int run_serve(ServeArgs& a) {
     std::fflush(stdout);
     srv.shutdown();
   }).detach();
-  srv.run();
+  eng = make_api_engine(a.common, a.parallel);
+  if (!eng) {  // Engine::create's refusal was printed
+    srv.shutdown();
+    runner.join();
+    return 1;
+  }
+  srv.set_engine(*eng);
+  print_start(*eng, a);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  runner.join();
   std::printf("[serve] stopped\n");
   std::fflush(stdout);
   return 0;
