@@ -298,6 +298,46 @@ class QueueAndDrainTest(unittest.TestCase):
             srv.terminate()
 
 
+class NoChatTemplateTest(unittest.TestCase):
+    """A model without tokenizer.chat_template (SmolLM2 with that key renamed in
+    a copy): completions are served, chat answers a clear 400."""
+
+    def test_chat_refused_completions_served(self):
+        import os
+        import tempfile
+        src = os.path.join(os.environ.get("TKV_MODEL_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "turbokv",
+            "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
+        data = open(src, "rb").read()
+        key = b"tokenizer.chat_template"
+        self.assertEqual(data.count(key), 1)
+        tmp = tempfile.mkdtemp()
+        path = os.path.join(tmp, "no-template.gguf")
+        with open(path, "wb") as f:
+            f.write(data.replace(key, b"tokenizer.chat_templatX"))
+        del data
+        srv = Server(BIN, "-m", path, "-c", "256")
+        try:
+            for _ in range(100):  # printed before ready; the reader thread may lag
+                if "no chat template" in srv.output():
+                    break
+                time.sleep(0.05)
+            self.assertIn("no chat template", srv.output())
+            client = OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0)
+            with self.assertRaises(openai.BadRequestError) as cm:
+                client.chat.completions.create(model="m", messages=[{"role": "user",
+                                                                     "content": "hi"}])
+            self.assertIn("has no chat template", cm.exception.body["message"])
+            self.assertIn("/v1/completions", cm.exception.body["message"])
+            r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=4,
+                                          temperature=0)
+            self.assertTrue(r.choices[0].text)
+        finally:
+            self.assertEqual(srv.terminate(), 0)
+            os.remove(path)
+            os.rmdir(tmp)
+
+
 class LoadingTest(unittest.TestCase):
     """The server listens before the model is loaded: /health and the API answer
     503 until then. The "model" is a FIFO, so loading waits, deterministically,

@@ -101,8 +101,8 @@ int run_serve(ServeArgs& a) {
     runner.join();
     return 1;
   }
+  print_start(*eng, a);  // before /health turns 200, so a client that waited for it saw this
   srv.set_engine(*eng);
-  print_start(*eng, a);
   std::printf("ready\n");
   std::fflush(stdout);
   runner.join();
