@@ -57,12 +57,15 @@ rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
   q.sampling.min_p = r.sampling.min_p;
   q.sampling.repeat_penalty = r.sampling.repeat_penalty;
   q.sampling.repeat_last_n = r.sampling.repeat_last_n;
+  q.sampling.frequency_penalty = r.sampling.frequency_penalty;
+  q.sampling.presence_penalty = r.sampling.presence_penalty;
   q.sampling.seed = r.sampling.seed;
   q.stop_strings = r.stop;
   q.stop_tokens = r.stop_tokens;
   q.max_tokens = r.max_tokens;
   q.priority = r.priority;
   q.ignore_eos = r.ignore_eos;
+  q.logprobs = r.logprobs;
   q.on_progress = r.on_prefill_progress;
   if (r.on_token) q.on_event = [cb = r.on_token](const rt::Event& e) { cb(to_public(e)); };
   return q;
@@ -111,6 +114,9 @@ Event to_public(const rt::Event& e) {
   p.finish = to_public(e.finish);
   p.error = e.error;
   p.timings = to_public(e.timings);
+  p.logprob = e.logprob;
+  p.top_logprobs.reserve(e.top_logprobs.size());
+  for (const auto& t : e.top_logprobs) p.top_logprobs.push_back({t.token, t.logprob});
   return p;
 }
 

@@ -95,7 +95,8 @@ Result<GenerateStats> Engine::generate(
   st.prefill_ms = t.elapsed_ms();
   t.reset();
   for (int i = 0; i < n_predict; ++i) {
-    const int32_t tok = sampler.sample(logits.data(), model_->config().n_vocab, history);
+    const int32_t tok =
+        sampler.sample(logits.data(), model_->config().n_vocab, history, prompt.size());
     history.push_back(tok);
     ++st.gen_tokens;
     if (tok_->is_eog(tok)) {

@@ -91,6 +91,9 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
       return invalid_argument("[engine] prompt token id {} out of range (valid: 0 to {})", t,
                               nv - 1);
   TKV_RETURN_IF_ERROR(sampling::validate(r.sampling));
+  if (r.logprobs > kMaxLogprobs)
+    return invalid_argument("[engine] logprobs {} out of range (valid: < 0 off, 0 to {})",
+                            r.logprobs, kMaxLogprobs);
   if (r.on_logits && (r.logits_from < 0 || r.logits_from >= n))
     return invalid_argument("[engine] score: logits_from {} out of range (valid: 0 to {})",
                             r.logits_from, n - 1);

@@ -80,7 +80,8 @@ class EngineLoop {
   bool take_inbox(bool wait);  // false once stopping
   bool step();                 // false when nothing ran
   void run_chunks(const StepPlan& p);
-  void on_token(Sequence& s, int32_t tok);
+  // logits: the row tok was sampled from (for Event::logprob when asked).
+  void on_token(Sequence& s, int32_t tok, const float* logits);
   void emit(Sequence& s, Event e);
   void finish(SeqId id, Finish why, const std::string& error = {});
   int64_t admit(SeqId id);

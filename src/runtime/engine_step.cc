@@ -89,13 +89,14 @@ void EngineLoop::run_chunks(const StepPlan& p) {
     } else if (c.completes) {
       if (c.n > 1 || s.n_generated() == 0) publish(s);  // the prompt is in: share it now
       const float* logits = ws_.slice_logits(i, nv);
-      on_token(s, s.sampler.sample(logits, static_cast<int>(nv), s.tokens));
+      const auto n_prompt = static_cast<size_t>(s.n_prompt);
+      on_token(s, s.sampler.sample(logits, static_cast<int>(nv), s.tokens, n_prompt), logits);
     }
   }
 }
 
 // A token was sampled for s: stream it, or end the sequence.
-void EngineLoop::on_token(Sequence& s, int32_t tok) {
+void EngineLoop::on_token(Sequence& s, int32_t tok, const float* logits) {
   const double now = now_ms();
   if (s.first_token_ms < 0) {
     s.first_token_ms = now;
@@ -110,6 +111,9 @@ void EngineLoop::on_token(Sequence& s, int32_t tok) {
   Event e;
   e.token = tok;
   e.text = std::move(s.text);
+  if (s.req.logprobs >= 0)
+    e.logprob = sampling::token_logprobs(logits, static_cast<int>(model_->config().n_vocab), tok,
+                                         s.req.logprobs, &e.top_logprobs);
   s.text.clear();
   emit(s, std::move(e));
   if (!go_on) return finish(s.id, Finish::kStopString);

@@ -45,10 +45,16 @@ struct Event {
   Finish finish = Finish::kNone;
   std::string error;  // kError only
   Timings timings;    // final event only
+  // With SeqRequest::logprobs >= 0 (token events): log-softmax of the raw
+  // logits at token, and the SeqRequest::logprobs most likely tokens.
+  float logprob = 0.0f;
+  std::vector<sampling::TokenLogprob> top_logprobs;
 };
 
 // Rows [rows, n_vocab] of teacher-forced logits for positions [pos0, pos0 + rows).
 using LogitsFn = std::function<void(int64_t pos0, int64_t rows, const float* logits)>;
+
+inline constexpr int kMaxLogprobs = 20;  // top alternatives a token event may carry
 
 struct SeqRequest {
   std::vector<int32_t> prompt;  // >= 1 token, at most the context
@@ -58,6 +64,7 @@ struct SeqRequest {
   int64_t max_tokens = 128;  // < 0: until an end, a stop or the context
   int priority = 0;          // higher first; FCFS within a priority
   bool ignore_eos = false;
+  int logprobs = -1;  // < 0: off; k in [0, 20]: each token's logprob and the top k
   // Called on the engine thread for every event instead of queueing it.
   std::function<void(const Event&)> on_event;
   // Called on the engine thread after each prefill chunk: (tokens in, tokens to prefill).

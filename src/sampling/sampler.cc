@@ -1,5 +1,5 @@
 // Sampler implementation: filters applied in llama.cpp's default order
-// (penalties → top-k → top-p → min-p → temperature → draw).
+// (penalties → top-k → top-p → min-p → temperature → draw); token_logprobs.
 #include "sampling/sampler.h"
 
 #include <algorithm>
@@ -21,6 +21,10 @@ Status validate(const SamplerParams& p) {
     return bad("repeat-penalty", p.repeat_penalty, "finite, > 0; 1 = off");
   if (p.repeat_last_n < -1)
     return bad("repeat-last-n", p.repeat_last_n, ">= -1; -1 = whole history, 0 = off");
+  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2))
+    return bad("frequency-penalty", p.frequency_penalty, "-2 to 2; 0 = off");
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2))
+    return bad("presence-penalty", p.presence_penalty, "-2 to 2; 0 = off");
   return Status();
 }
 
@@ -31,7 +35,8 @@ int32_t argmax(const float* logits, int n_vocab) {
   return best;
 }
 
-int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history) {
+int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                        size_t n_prompt) {
   work_.assign(logits, logits + n_vocab);
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {
     const size_t n = p_.repeat_last_n < 0
@@ -42,6 +47,15 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
       if (t < 0 || t >= n_vocab) continue;
       float& l = work_[static_cast<size_t>(t)];
       l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+    }
+  }
+  if ((p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) && n_prompt < history.size()) {
+    counts_.clear();
+    for (size_t i = n_prompt; i < history.size(); ++i) ++counts_[history[i]];
+    for (const auto& [t, c] : counts_) {
+      if (t < 0 || t >= n_vocab) continue;
+      work_[static_cast<size_t>(t)] -=
+          p_.frequency_penalty * static_cast<float>(c) + p_.presence_penalty;
     }
   }
   if (p_.temperature <= 0.0f) return argmax(work_.data(), n_vocab);
@@ -95,6 +109,30 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
     if (r <= 0) return cand_[i].second;
   }
   return cand_[keep - 1].second;
+}
+
+float token_logprobs(const float* logits, int n_vocab, int32_t token, int top_n,
+                     std::vector<TokenLogprob>* top) {
+  float mx = logits[0];
+  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double log_z = mx + std::log(sum);
+  auto lp = [&](int32_t t) { return static_cast<float>(logits[t] - log_z); };
+  if (top) {
+    top->clear();
+    const int k = std::min(top_n, n_vocab);
+    if (k > 0) {
+      std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+      for (int i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = i;
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
+      for (int i = 0; i < k; ++i)
+        top->push_back({ids[static_cast<size_t>(i)], lp(ids[static_cast<size_t>(i)])});
+    }
+  }
+  return token >= 0 && token < n_vocab ? lp(token) : 0.0f;
 }
 
 }  // namespace tkv::sampling

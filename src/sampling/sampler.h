@@ -1,8 +1,11 @@
-// Token sampling: repetition penalty, temperature, top-k, top-p, min-p, with a
-// seeded RNG (same seed + same logits = same tokens). temperature <= 0 is greedy.
+// Token sampling: repetition penalty, OpenAI frequency/presence penalties,
+// temperature, top-k, top-p, min-p, with a seeded RNG (same seed + same logits =
+// same tokens). temperature <= 0 is greedy. Also the log-probabilities a server
+// reports per token (token_logprobs).
 #pragma once
 #include <cstdint>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -17,19 +20,27 @@ struct SamplerParams {
   float repeat_penalty =
       1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
   int repeat_last_n = 64;
+  // OpenAI semantics, over the generated tokens only (not the prompt):
+  // logit -= frequency_penalty * count + presence_penalty * (count > 0).
+  float frequency_penalty = 0.0f;  // 0: off; [-2, 2]
+  float presence_penalty = 0.0f;   // 0: off; [-2, 2]
   uint64_t seed = 0;
 };
 
 // Checks every field against its valid range (temperature finite >= 0, top-k >= 0,
-// top-p in (0, 1], min-p in [0, 1], repeat-penalty finite > 0, repeat-last-n >= -1);
+// top-p in (0, 1], min-p in [0, 1], repeat-penalty finite > 0, repeat-last-n >= -1,
+// frequency/presence penalties in [-2, 2]);
 // the message names the field, its value and the range. Shared by the CLI and the server.
 Status validate(const SamplerParams& p);
 
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {}
-  // history: tokens so far (prompt + generated), for the repetition penalty.
-  int32_t sample(const float* logits, int n_vocab, const std::vector<int32_t>& history);
+  // history: tokens so far, the prompt's first n_prompt of them then the
+  // generated ones (the repetition penalty looks at both, the frequency and
+  // presence penalties at the generated ones only).
+  int32_t sample(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                 size_t n_prompt);
   const SamplerParams& params() const { return p_; }
 
  private:
@@ -37,8 +48,20 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> cand_;
   std::vector<float> work_;
+  std::unordered_map<int32_t, int> counts_;
 };
 
 int32_t argmax(const float* logits, int n_vocab);
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
+// The log-softmax of the raw logits (before penalties, temperature and
+// truncation) at `token`, and the top_n most likely tokens (highest first,
+// ties by lower id) into *top (cleared; top_n <= 0 leaves it empty).
+float token_logprobs(const float* logits, int n_vocab, int32_t token, int top_n,
+                     std::vector<TokenLogprob>* top);
 
 }  // namespace tkv::sampling

@@ -60,6 +60,8 @@ turbokv::SamplingParams to_api(const sampling::SamplerParams& sp) {
   p.min_p = sp.min_p;
   p.repeat_penalty = sp.repeat_penalty;
   p.repeat_last_n = sp.repeat_last_n;
+  p.frequency_penalty = sp.frequency_penalty;
+  p.presence_penalty = sp.presence_penalty;
   p.seed = sp.seed;
   return p;
 }

@@ -95,6 +95,10 @@ void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp) {
   app->add_option("--repeat-penalty", sp.repeat_penalty, "Repetition penalty (1 = off)");
   app->add_option("--repeat-last-n", sp.repeat_last_n,
                   "Tokens considered by the repetition penalty (-1 = all, 0 = off)");
+  app->add_option("--frequency-penalty", sp.frequency_penalty,
+                  "Subtract N x (times generated) from a token's logit (0 = off, -2 to 2)");
+  app->add_option("--presence-penalty", sp.presence_penalty,
+                  "Subtract N from the logit of every token generated so far (0 = off, -2 to 2)");
   app->add_option("--seed", sp.seed, "RNG seed (default: random, printed)")->default_str("random");
 }
 
