@@ -161,6 +161,14 @@ class OpenAIClientTest(unittest.TestCase):
             self.assertEqual(e.top_logprobs[0].token, e.token)  # greedy: the most likely
             self.assertAlmostEqual(e.top_logprobs[0].logprob, e.logprob, places=4)
             self.assertGreaterEqual(e.top_logprobs[0].logprob, e.top_logprobs[2].logprob)
+        # Streamed: one entry per token, the same as the whole response's.
+        streamed = []
+        for chunk in self.chat("Name a color.", max_tokens=5, temperature=0, logprobs=True,
+                               top_logprobs=3, stream=True):
+            if chunk.choices and chunk.choices[0].logprobs:
+                streamed += chunk.choices[0].logprobs.content
+        self.assertEqual([(e.token, round(e.logprob, 4)) for e in streamed],
+                         [(e.token, round(e.logprob, 4)) for e in content])
         c = self.complete("Once upon a time", max_tokens=4, temperature=0, logprobs=2)
         lp = c.choices[0].logprobs
         self.assertEqual(len(lp.tokens), 4)
