@@ -306,6 +306,28 @@ class QueueAndDrainTest(unittest.TestCase):
             srv.terminate()
 
 
+    def test_drain_timeout_cancels(self):
+        """A stream longer than --drain-timeout is cancelled and told so; exit 0."""
+        srv = Server(BIN, "--kv-quant", "turbo", "-c", "2048", "--drain-timeout", "1")
+        client = OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
+        try:
+            stream = client.completions.create(model="m", prompt="Count:", max_tokens=2000,
+                                               temperature=0, stream=True,
+                                               extra_body={"ignore_eos": True})
+            it = iter(stream)
+            next(it)
+            t0 = time.time()
+            srv.proc.send_signal(__import__("signal").SIGTERM)
+            with self.assertRaises(openai.APIError) as cm:
+                for _ in it:
+                    pass
+            self.assertIn("shutting down", str(cm.exception))
+            self.assertEqual(srv.proc.wait(timeout=60), 0, srv.output())
+            self.assertLess(time.time() - t0, 30)
+        finally:
+            srv.terminate()
+
+
 class NoChatTemplateTest(unittest.TestCase):
     """A model without tokenizer.chat_template (SmolLM2 with that key renamed in
     a copy): completions are served, chat answers a clear 400."""

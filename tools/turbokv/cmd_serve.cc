@@ -122,8 +122,9 @@ RunFn add_serve(CLI::App& app) {
   sub->add_option("--host", s.host, "Address to listen on");
   sub->add_option("--port", s.port, "Port (0: a free one, printed)")
       ->check(int_range("--port", 0, 65535));
-  auto* key = sub->add_option("--api-key", s.api_key,
-                              "Require Authorization: Bearer KEY on every route but /health");
+  auto* key = sub->add_option(
+      "--api-key", s.api_key,
+      "Require Authorization: Bearer KEY on every route but /health and the chat page");
   sub->add_option("--api-key-file", a->api_key_file, "Read the API key from FILE")->excludes(key);
   sub->add_option("--parallel", a->parallel, "Sequences in the engine's batch at once")
       ->check(int_range("--parallel", 1, 1024));
