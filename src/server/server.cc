@@ -17,6 +17,7 @@ namespace tkv::server {
 struct Server::Impl {
   ServerState s;
   httplib::Server http;
+  std::mutex drainer_mu;  // shutdown() and ~Server() may run on different threads
   std::thread drainer;
   std::mutex mu;
   std::condition_variable cv;
@@ -95,7 +96,12 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
 }
 
 Server::~Server() {
-  if (impl_->drainer.joinable()) impl_->drainer.join();
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lk(impl_->drainer_mu);
+    t = std::move(impl_->drainer);
+  }
+  if (t.joinable()) t.join();
 }
 
 Result<int> Server::bind() {
@@ -138,6 +144,7 @@ void Server::Impl::drain() {
 }
 
 void Server::shutdown() {
+  std::lock_guard<std::mutex> lk(impl_->drainer_mu);
   if (impl_->s.draining.exchange(true)) return;
   impl_->drainer = std::thread([this] { impl_->drain(); });
 }

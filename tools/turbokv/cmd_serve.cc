@@ -3,6 +3,7 @@
 // contexts fit) and the bound address; SIGTERM or SIGINT drains and exits 0.
 #include <pthread.h>
 
+#include <atomic>
 #include <cctype>
 #include <csignal>
 #include <cstdio>
@@ -88,17 +89,26 @@ int run_serve(ServeArgs& a) {
               a.srv.host.c_str(), port.value());
   std::fflush(stdout);
   std::thread runner([&srv] { srv.run(); });
-  std::thread([&srv, stop_signals, drain_s = a.srv.drain_timeout_s] {
+  std::atomic<bool> leaving{false};
+  std::thread signals([&srv, &leaving, stop_signals, drain_s = a.srv.drain_timeout_s] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    if (leaving) return;  // woken by finish() below
     std::printf("[serve] signal %d: no new connections; draining (up to %.0f s)\n", sig, drain_s);
     std::fflush(stdout);
     srv.shutdown();
-  }).detach();
+  });
+  // Before srv goes: the signal thread must not outlive it.
+  auto finish = [&] {
+    leaving = true;
+    pthread_kill(signals.native_handle(), SIGTERM);
+    signals.join();
+  };
   eng = make_api_engine(a.common, a.parallel);
   if (!eng) {  // Engine::create's refusal was printed
     srv.shutdown();
     runner.join();
+    finish();
     return 1;
   }
   print_start(*eng, a);  // before /health turns 200, so a client that waited for it saw this
@@ -106,6 +116,7 @@ int run_serve(ServeArgs& a) {
   std::printf("ready\n");
   std::fflush(stdout);
   runner.join();
+  finish();
   std::printf("[serve] stopped\n");
   std::fflush(stdout);
   return 0;
