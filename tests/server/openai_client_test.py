@@ -245,6 +245,22 @@ class OpenAIClientTest(unittest.TestCase):
             self.assertEqual(status, 401, path)
             self.assertEqual(json.loads(data)["error"]["type"], "authentication_error")
 
+    def test_localhost_only_by_default(self):
+        import socket
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            probe.connect(("10.255.255.255", 1))  # no packet is sent: picks the outgoing address
+            addr = probe.getsockname()[0]
+        except OSError:
+            self.skipTest("no non-loopback IPv4 address on this machine")
+        finally:
+            probe.close()
+        if addr.startswith("127."):
+            self.skipTest("no non-loopback IPv4 address on this machine")
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection((addr, self.srv.port), timeout=5).close()
+        socket.create_connection(("127.0.0.1", self.srv.port), timeout=5).close()
+
     def test_not_found(self):
         self.assert_error(openai.NotFoundError, lambda: self.client.models.retrieve("nope"),
                           "no route")
