@@ -5,7 +5,7 @@
 
 namespace httplib {
 class Server;
-class Response;
+struct Response;
 }  // namespace httplib
 
 namespace tkv::server {
