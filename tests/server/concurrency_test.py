@@ -95,18 +95,21 @@ def main():
                     results.append(r)
 
         peak = {"pages": start_pages}
+        clients_done = threading.Event()
 
         def sample():  # the pages check below means something only if pages were taken
-            while time.time() < deadline:
+            while not clients_done.is_set():
                 peak["pages"] = max(peak["pages"], srv.metrics()["turbokv:kv_pages_used"])
                 time.sleep(0.2)
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
-        threads.append(threading.Thread(target=sample))
-        for t in threads:
+        sampler = threading.Thread(target=sample)
+        for t in threads + [sampler]:
             t.start()
         for t in threads:
-            t.join(seconds + 180)
+            t.join(seconds + 600)
+        clients_done.set()
+        sampler.join()
         if peak["pages"] <= start_pages:
             failures.append(f"KV pages in use never rose above {start_pages}")
         print(f"[concurrency] {len(results)} streams in {seconds:.0f} s from {CLIENTS} clients, "
