@@ -4,6 +4,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <condition_variable>
 #include <thread>
@@ -22,6 +23,7 @@ struct Server::Impl {
   std::mutex mu;
   std::condition_variable cv;
   bool run_returned = false;
+  int listen_fd = -1;
 
   explicit Impl(ServerOptions o) : s(std::move(o)) {}
   void drain();
@@ -59,6 +61,13 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
   const int threads = std::max(8, s.opts.http_threads);
   h.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   h.set_payload_max_length(s.opts.max_body_bytes);
+  // httplib's default sets SO_REUSEPORT (a second server on the same port would
+  // share it silently): SO_REUSEADDR only, and remember the socket for bind().
+  h.set_socket_options([impl = impl_.get()](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    impl->listen_fd = sock;
+  });
   h.set_keep_alive_timeout(2);  // an idle connection holds a pool thread this long
   h.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     // /health is open; so is the chat page itself (static, no data: a browser
@@ -112,6 +121,10 @@ Result<int> Server::bind() {
     return Status(StatusCode::kIo, "[server] cannot listen on " + o.host + ":" +
                                        std::to_string(o.port) +
                                        " (in use, or not an address here)");
+  // httplib 0.11 listens with a backlog of 5: a burst of new connections (64
+  // clients at once) overflows it and some are reset. Linux takes a second
+  // listen() on a listening socket as a new backlog.
+  ::listen(impl_->listen_fd, SOMAXCONN);
   return port;
 }
 

@@ -261,6 +261,13 @@ class OpenAIClientTest(unittest.TestCase):
             socket.create_connection((addr, self.srv.port), timeout=5).close()
         socket.create_connection(("127.0.0.1", self.srv.port), timeout=5).close()
 
+    def test_port_in_use(self):
+        import subprocess
+        r = subprocess.run([BIN, "serve", "--port", str(self.srv.port), "-c", "64"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"cannot listen on 127.0.0.1:{self.srv.port}", r.stderr)
+
     def test_not_found(self):
         self.assert_error(openai.NotFoundError, lambda: self.client.models.retrieve("nope"),
                           "no route")
