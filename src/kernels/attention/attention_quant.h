@@ -27,6 +27,16 @@ struct KvSegmentView {
   int64_t n_kv = 0;  // tokens in the segment (positions pos0 .. pos0 + n_kv - 1)
 };
 
+// What a cache hands out for one (layer, sequence): its segments in position
+// order (at most a bf16 prefix and the scheme's pages), covering [0, n_total).
+// Attention reads it; it never picks the kernel (ops::attention does).
+constexpr int kMaxKvSegments = 2;
+struct KvView {
+  KvSegmentView segs[kMaxKvSegments];
+  int n_segs = 0;
+  int64_t n_total() const { return n_segs > 0 ? segs[n_segs - 1].pos0 + segs[n_segs - 1].n_kv : 0; }
+};
+
 // Bytes of one (token, kv head) row of a segment's format.
 int64_t kv_segment_row_bytes(bool is_float, const quant::KvScheme& scheme, int head_dim);
 // Tail padding every pool must have past its last page (the SIMD unpack over-reads).
