@@ -15,7 +15,9 @@ inline constexpr bool kCudaBuilt = true;
 inline constexpr bool kCudaBuilt = false;
 #endif
 
-inline const char* backend_name(Backend b) { return b == Backend::kCuda ? "cuda" : "cpu"; }
+inline const char* backend_name(Backend b) {
+  return b == Backend::kCuda ? "cuda" : "cpu";
+}
 
 // Built into this binary and, for CUDA, a device present.
 inline bool backend_available(Backend b) {

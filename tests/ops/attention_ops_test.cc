@@ -41,8 +41,8 @@ std::vector<Case> case_table() {
 
 std::string name(const Case& c) {
   return std::string(c.scheme) + " n_ctx " + std::to_string(c.n_ctx) + " group " +
-         std::to_string(c.group) + " quant_start " + std::to_string(c.quant_start) +
-         " window " + std::to_string(c.window);
+         std::to_string(c.group) + " quant_start " + std::to_string(c.quant_start) + " window " +
+         std::to_string(c.window);
 }
 
 class OpsAttention : public ::testing::TestWithParam<Backend> {
@@ -86,13 +86,9 @@ bool OpsAttention::run(const Case& c, ThreadPool& pool) {
     const int64_t n_q = c.n_ctx - q_pos0;
     const size_t n_out = static_cast<size_t>(n_q * n_heads * d);
     std::vector<float> fused(n_out), ref(n_out), checked(n_out);
-    kernels::AttnArgs a{q.data() + q_pos0 * n_heads * d,
-                        fused.data(),
-                        n_q,
-                        n_heads,
-                        q_pos0,
-                        c.window,
-                        1.0f / std::sqrt(static_cast<float>(d))};
+    kernels::AttnArgs a{
+        q.data() + q_pos0 * n_heads * d,        fused.data(), n_q, n_heads, q_pos0, c.window,
+        1.0f / std::sqrt(static_cast<float>(d))};
     const Status st = attention(a, view, AttnMode::kFused, nullptr, pool, GetParam());
     if (st.code() == StatusCode::kUnimplemented) {
       std::printf("%s\n", st.message().c_str());
@@ -107,7 +103,8 @@ bool OpsAttention::run(const Case& c, ThreadPool& pool) {
     const double bound = kernels::fused_attention_bound(view.segs, view.n_segs, a);
     double err = 0;
     for (size_t i = 0; i < n_out; ++i)  // a non-finite output counts as infinitely off
-      err = std::max(err, std::isfinite(fused[i]) ? std::fabs(double{fused[i]} - ref[i]) : INFINITY);
+      err =
+          std::max(err, std::isfinite(fused[i]) ? std::fabs(double{fused[i]} - ref[i]) : INFINITY);
     EXPECT_LE(err, bound) << name(c) << " q_pos0 " << q_pos0;
     EXPECT_EQ(0, std::memcmp(fused.data(), checked.data(), n_out * sizeof(float)))
         << name(c) << ": verify must keep the fused output";
