@@ -34,7 +34,7 @@ Status PagedCache::allocate() {
   for (const StoreSpec& sp : lay_.stores) {
     Store st;
     st.spec = sp;
-    st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape_.head_dim);
+    st.row_bytes = quant::kv_row_layout_of(sp.scheme).row_bytes;
     st.page_bytes = st.row_bytes * shape_.n_kv_heads * opts_.page_size;
     st.pt = std::make_unique<PageTable>(sp.n_pages, opts_.page_size, opts_.max_seqs);
     const size_t bytes = static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
@@ -131,7 +131,7 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
   const auto& pages = st.pt->pages(seq);
   std::vector<float> kh, vh;
   const quant::KvRowLayout lay =
-      st.spec.is_float ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
+      st.spec.scheme.is_float() ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
   for (int64_t t = a; t < b;) {
     const int64_t local = t - st.spec.begin;
     const int in_page = static_cast<int>(local % ps);
@@ -143,7 +143,7 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
                      (int64_t{h} * ps + in_page) * st.row_bytes;
       const float* ks = k + ((t - pos0) * nkv + h) * d;
       const float* vs = v + ((t - pos0) * nkv + h) * d;
-      if (st.spec.is_float) {
+      if (st.spec.scheme.is_float()) {
         const bool f16 = st.spec.scheme.kind == quant::KvKind::kF16;
         for (int r = 0; r < run; ++r) {
           auto* row = reinterpret_cast<uint16_t*>(dst + r * st.row_bytes);
@@ -190,11 +190,7 @@ kernels::KvView PagedCache::view(int layer, int seq, int64_t n_tokens) const {
   for (int s : lay_.groups[static_cast<size_t>(ls.group)].stores) {
     const Store& st = stores_[static_cast<size_t>(s)];
     kernels::KvSegmentView& v = kv.segs[kv.n_segs];
-    v.is_float = st.spec.is_float;
-    v.scheme = st.spec.scheme;
-    v.head_dim = shape_.head_dim;
-    v.n_kv_heads = shape_.n_kv_heads;
-    v.page_size = opts_.page_size;
+    v.format = {st.spec.scheme, shape_.n_kv_heads, opts_.page_size};
     v.pool = st.pools[static_cast<size_t>(ls.slot)].get();
     v.page_ids = st.pt->pages(seq).data();
     v.pos0 = st.spec.begin;

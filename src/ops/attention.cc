@@ -17,7 +17,7 @@ namespace {
 Status check_args(const kernels::AttnArgs& a, const kernels::KvView& kv) {
   if (kv.n_segs <= 0 || kv.n_segs > kernels::kMaxKvSegments)
     return invalid_argument("[ops] attention over a view of {} segments", kv.n_segs);
-  const int nkv = kv.segs[0].n_kv_heads;
+  const int nkv = kv.segs[0].format.n_kv_heads;
   if (!a.q || !a.out || a.n_q <= 0 || a.n_heads <= 0 || nkv <= 0 || a.n_heads % nkv != 0)
     return invalid_argument("[ops] attention: {} queries of {} heads over {} kv heads", a.n_q,
                             a.n_heads, nkv);
@@ -40,7 +40,7 @@ std::pair<double, double> diff(const std::vector<float>& ref, const float* out) 
 // a.out holds the fused output: compare it with the reference fed the fused
 // kernel's query, and (where that query is int8) with the fp32-query reference.
 void verify(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnCheckLog* log) {
-  const int d = kv.segs[0].head_dim;
+  const int d = kv.segs[0].format.head_dim();
   std::vector<float> ref(static_cast<size_t>(a.n_q * a.n_heads * d));
   kernels::AttnArgs r = a;
   r.out = ref.data();
