@@ -1,8 +1,6 @@
 // Host side of the CUDA decode attention: validation ("[attention_cuda] ..."), the
 // split plan (partitions sized so the grid fills the GPU), workspace carving, byte
-// count, and the launch of partial + reduce kernels. Compiled only with TKV_CUDA
-// (the kernels .cc glob is shared with CPU builds).
-#if defined(TKV_WITH_CUDA)
+// count, and the launch of partial + reduce kernels. Built only with TKV_CUDA.
 #include "kernels/attention_cuda/attention_cuda.h"
 
 #include <algorithm>
@@ -176,4 +174,3 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
 }
 
 }  // namespace tkv::kernels
-#endif  // TKV_WITH_CUDA

@@ -1,6 +1,5 @@
 // Host side of the CUDA KV encode: validation ("[kvcodec_cuda] ...") and the
-// device tables, then the launch in kvcodec_cuda.cu. Compiled only with TKV_CUDA.
-#if defined(TKV_WITH_CUDA)
+// device tables, then the launch in kvcodec_cuda.cu. Built only with TKV_CUDA.
 #include <cstdint>
 #include <string>
 
@@ -54,4 +53,3 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
 }
 
 }  // namespace tkv::kernels
-#endif  // TKV_WITH_CUDA
