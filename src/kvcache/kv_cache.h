@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kernels/attention/attention_quant.h"
+#include "kernels/attention/kv_page.h"
 
 namespace tkv::kv {
 
