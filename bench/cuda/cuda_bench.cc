@@ -29,8 +29,6 @@
 namespace tkv::bench {
 namespace {
 
-using kernels::PagedKvFormat;
-
 void* dmalloc(int64_t bytes) {
   void* p = nullptr;
   TKV_CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(bytes, 16)));
@@ -69,31 +67,31 @@ double read_gbs() {
 
 struct Scheme {
   const char* name;
-  PagedKvFormat f;
+  quant::KvScheme f;
 };
 
 nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count,
                             int minb, bool general, int part) {
   const int n_kv = 8, n_heads = 32, page = g_page;
-  const PagedKvFormat& f = sc.f;
+  const quant::KvScheme& f = sc.f;
   const int64_t pages = (int64_t)batch * ctx / page, rows = pages * page * n_kv;
-  auto* k = static_cast<uint8_t*>(dmalloc(rows * f.k_row_bytes()));
-  auto* v = static_cast<uint8_t*>(dmalloc(rows * f.v_row_bytes()));
+  auto* k = static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(f).k_data_bytes));
+  auto* v = static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(f).v_data_bytes));
   uint16_t* ks = nullptr;
   uint16_t* kz = nullptr;
   uint16_t* vs = nullptr;
-  if (f.bf16) {
+  if (f.is_float()) {
     TKV_CUDA_CHECK(fill_random_bf16(reinterpret_cast<uint16_t*>(k), rows * f.head_dim, 2));
     TKV_CUDA_CHECK(fill_random_bf16(reinterpret_cast<uint16_t*>(v), rows * f.head_dim, 3));
   } else {
-    TKV_CUDA_CHECK(fill_random_bytes(k, rows * f.k_row_bytes(), 2));
-    TKV_CUDA_CHECK(fill_random_bytes(v, rows * f.v_row_bytes(), 3));
-    ks = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
-    kz = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
-    vs = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
-    TKV_CUDA_CHECK(fill_random_f16(ks, rows * f.n_groups(), 4, false));
-    TKV_CUDA_CHECK(fill_random_f16(kz, rows * f.n_groups(), 5, true));
-    TKV_CUDA_CHECK(fill_random_f16(vs, rows * f.n_groups(), 6, false));
+    TKV_CUDA_CHECK(fill_random_bytes(k, rows * quant::kv_row_layout_of(f).k_data_bytes, 2));
+    TKV_CUDA_CHECK(fill_random_bytes(v, rows * quant::kv_row_layout_of(f).v_data_bytes, 3));
+    ks = static_cast<uint16_t*>(dmalloc(rows * (f.head_dim / quant::kTurboGroup) * 2));
+    kz = static_cast<uint16_t*>(dmalloc(rows * (f.head_dim / quant::kTurboGroup) * 2));
+    vs = static_cast<uint16_t*>(dmalloc(rows * (f.head_dim / quant::kTurboGroup) * 2));
+    TKV_CUDA_CHECK(fill_random_f16(ks, rows * (f.head_dim / quant::kTurboGroup), 4, false));
+    TKV_CUDA_CHECK(fill_random_f16(kz, rows * (f.head_dim / quant::kTurboGroup), 5, true));
+    TKV_CUDA_CHECK(fill_random_f16(vs, rows * (f.head_dim / quant::kTurboGroup), 6, false));
   }
   // Page table: each sequence owns ctx/page pages, in a shuffled order (a used cache).
   std::vector<int32_t> indices(pages), indptr(batch + 1), lens(batch, ctx);
@@ -111,7 +109,7 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   TKV_CUDA_CHECK(fill_random_bf16(q, (int64_t)batch * n_heads * f.head_dim, 7));
 
   kernels::DecodeCudaParams p;
-  p.kv = {f, n_kv, page, k, v, ks, kz, vs, d_indptr, d_indices, d_lens};
+  p.kv = {{f, n_kv, page}, k, v, ks, kz, vs, d_indptr, d_indices, d_lens};
   if (!g_csr)
     p.kv.page_stride = ctx / page,
     p.kv.page_indptr = nullptr;  // the same entries as rows of ctx/page
@@ -147,7 +145,8 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   // last slot and the decode after it, back to back (flush before; events around both), with a
   // plain and a programmatic (PDL) decode launch; the encode alone for the difference.
   double step_us = 0, step_pdl_us = 0, enc_us = 0;
-  const bool step = g_step && !f.bf16 && p.merge_counters && kernels::decode_uses_tensor_cores(p);
+  const bool step =
+      g_step && !f.is_float() && p.merge_counters && kernels::decode_uses_tensor_cores(p);
   if (step) {
     const int64_t n_new = (int64_t)batch * n_kv * f.head_dim;
     auto* kn = static_cast<float*>(dmalloc(n_new * 4));
@@ -217,19 +216,22 @@ nlohmann::json bench_encode(const Scheme& sc) {
   auto* d_slots = static_cast<int32_t*>(dmalloc(n_tokens * 4));
   TKV_CUDA_CHECK(cudaMemcpy(d_slots, slots.data(), n_tokens * 4, cudaMemcpyHostToDevice));
   kernels::KvEncodeCudaParams p;
-  p.cache.format = sc.f;
-  p.cache.n_kv_heads = n_kv;
-  p.cache.k_data = static_cast<uint8_t*>(dmalloc(rows * sc.f.k_row_bytes()));
-  p.cache.v_data = static_cast<uint8_t*>(dmalloc(rows * sc.f.v_row_bytes()));
-  p.cache.k_scale = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
-  p.cache.k_zero = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
-  p.cache.v_scale = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
+  p.cache.format = {sc.f, n_kv, 16};
+  p.cache.k_data =
+      static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(sc.f).k_data_bytes));
+  p.cache.v_data =
+      static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(sc.f).v_data_bytes));
+  p.cache.k_scale =
+      static_cast<uint16_t*>(dmalloc(rows * (sc.f.head_dim / quant::kTurboGroup) * 2));
+  p.cache.k_zero = static_cast<uint16_t*>(dmalloc(rows * (sc.f.head_dim / quant::kTurboGroup) * 2));
+  p.cache.v_scale =
+      static_cast<uint16_t*>(dmalloc(rows * (sc.f.head_dim / quant::kTurboGroup) * 2));
   p.n_tokens = n_tokens;
   p.k = k;
   p.v = v;
   p.slot_mapping = d_slots;
   const double us = median_us([&] { TKV_CHECK(kernels::kvcodec_encode_cuda(p).ok()); }, 20);
-  const int64_t bytes = rows * (2 * d * 4 + sc.f.row_bytes());
+  const int64_t bytes = rows * (2 * d * 4 + quant::kv_row_layout_of(sc.f).row_bytes);
   for (void* ptr : std::initializer_list<void*>{k, v, d_slots, p.cache.k_data, p.cache.v_data,
                                                 p.cache.k_scale, p.cache.k_zero, p.cache.v_scale})
     TKV_CUDA_CHECK(cudaFree(ptr));
@@ -294,11 +296,11 @@ int run(int argc, char** argv) {
   const double rd = no_copy ? 1.0 : read_gbs();
   std::printf("%s, copy %.0f GB/s (D2D, read + write), read-only %.0f GB/s\n",
               device::cuda_device_summary().c_str(), copy, rd);
-  const std::vector<Scheme> schemes = {{"k8v3", {false, 8, 3, true, 128}},
-                                       {"k8v4", {false, 8, 4, true, 128}},
-                                       {"k4v3", {false, 4, 3, true, 128}},
-                                       {"k4v2", {false, 4, 2, true, 128}},
-                                       {"bf16", {true, 16, 16, false, 128}}};
+  const std::vector<Scheme> schemes = {{"k8v3", {quant::KvKind::kTurbo, 8, 3, 128}},
+                                       {"k8v4", {quant::KvKind::kTurbo, 8, 4, 128}},
+                                       {"k4v3", {quant::KvKind::kTurbo, 4, 3, 128}},
+                                       {"k4v2", {quant::KvKind::kTurbo, 4, 2, 128}},
+                                       {"bf16", {quant::KvKind::kBf16, 16, 16, 128}}};
   nlohmann::json j = {
       {"gpu", prop.name},
       {"copy_gbs", copy},

@@ -35,9 +35,9 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
   o.cache.page_size = c.page_size;
   o.cache.quant_start = c.quant_start;
   o.cache.swa_bf16 = c.swa_bf16;
-  o.cache.attn = c.attn == AttnPath::kReference ? tkv::kv::AttnPath::kReference
-                 : c.attn == AttnPath::kVerify  ? tkv::kv::AttnPath::kVerify
-                                                : tkv::kv::AttnPath::kFused;
+  o.attn = c.attn == AttnPath::kReference ? tkv::ops::AttnMode::kReference
+           : c.attn == AttnPath::kVerify  ? tkv::ops::AttnMode::kVerify
+                                          : tkv::ops::AttnMode::kFused;
   o.context = c.context;
   o.max_seqs = c.max_seqs;
   o.n_threads = c.threads;

@@ -102,7 +102,7 @@ KvInfo Engine::kv_info() const {
   k.pool_tokens = impl_->loop->pool_tokens();
   k.context = impl_->loop->context();
   k.page_size = impl_->cfg.page_size;
-  const tkv::kv::AttnCheck v = c.attn_check();
+  const tkv::ops::AttnCheck v = impl_->loop->model().attn_check();
   k.verify_calls = v.calls;
   k.verify_max_abs_err = v.max_abs_err;
   k.verify_max_abs_out = v.max_abs_out;

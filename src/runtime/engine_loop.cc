@@ -37,6 +37,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   e->opts_ = o;
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(o.model_path));
   e->model_->set_key_centering(o.key_center);
+  e->model_->set_attn_mode(o.attn);
   const std::string& mname = e->model_->config().name;
   const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
   kv::CacheOptions base = o.cache;

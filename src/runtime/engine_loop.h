@@ -17,6 +17,7 @@
 #include "kvcache/kv_cache.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "ops/attention.h"
 #include "runtime/kv_sizing.h"
 #include "runtime/request_state.h"
 #include "runtime/scheduler.h"
@@ -27,14 +28,15 @@ namespace tkv::runtime {
 
 struct LoopOptions {
   std::string model_path;
-  kv::CacheOptions cache;      // scheme, page_size, quant_start, swa_bf16, attn
-  int64_t context = 4096;      // most tokens one sequence holds (prompt + output)
-  int max_seqs = 8;            // sequences running at once
-  int n_threads = 0;           // 0 = all cores
-  size_t kv_budget_bytes = 0;  // 0 = half of available memory minus the model
-  int64_t step_tokens = 512;   // most tokens per forward step (>= max_seqs)
-  bool prefix_cache = true;    // reuse cached prompt prefixes (EngineLoop::admit)
-  bool key_center = true;      // store k - b_k (model.h)
+  kv::CacheOptions cache;                      // scheme, page_size, quant_start, swa_bf16
+  ops::AttnMode attn = ops::AttnMode::kFused;  // --kv-attn
+  int64_t context = 4096;                      // most tokens one sequence holds (prompt + output)
+  int max_seqs = 8;                            // sequences running at once
+  int n_threads = 0;                           // 0 = all cores
+  size_t kv_budget_bytes = 0;                  // 0 = half of available memory minus the model
+  int64_t step_tokens = 512;                   // most tokens per forward step (>= max_seqs)
+  bool prefix_cache = true;                    // reuse cached prompt prefixes (EngineLoop::admit)
+  bool key_center = true;                      // store k - b_k (model.h)
 };
 
 struct LoopStats {
