@@ -33,8 +33,6 @@ namespace {
 
 using kernels::PagedKvFormat;
 
-
-
 int g_page = 64;  // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
 bool g_shuffle = true;  // --no-shuffle: pages of a sequence in allocation order
 bool g_step = false;    // --step: also time encode + decode back to back, with and without PDL
@@ -239,8 +237,8 @@ int run(int argc, char** argv) {
   // --prealloc G: allocate, write and free G GiB first (tests whether an earlier large
   // allocation slows later schemes: docs/bench/cuda.md, "Sweep order").
   double prealloc_gib = 0;
-  std::string only_scheme;
-  int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
+  std::string only_scheme, match;
+  int only_batch = 0, only_ctx = 0, minb = 0, part = 0, stage = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
@@ -261,12 +259,14 @@ int run(int argc, char** argv) {
     if (a == "--no-copy") no_copy = true;
     if (a == "--prealloc" && i + 1 < argc) prealloc_gib = std::atof(argv[++i]);
     if (a == "--gemv") gemv = true;  // the decode GEMV instead (gemv_bench.cc)
+    if (a == "--match" && i + 1 < argc) match = argv[++i];  // --gemv: shapes whose label has it
+    if (a == "--stage" && i + 1 < argc) stage = std::atoi(argv[++i]);  // --gemv: stage bytes
   }
   if (device::cuda_device_count() == 0) {
     std::fprintf(stderr, "tkv_cuda_bench: %s\n", device::cuda_device_summary().c_str());
     return 2;
   }
-  if (gemv) return run_gemv(out_path.c_str(), quick);
+  if (gemv) return run_gemv(out_path.c_str(), quick, match, stage);
   cudaDeviceProp prop{};
   TKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   if (prealloc_gib > 0) {

@@ -63,7 +63,7 @@ std::vector<GemvShape> shapes(bool quick) {
   return s;
 }
 
-nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count) {
+nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count, int stage_bytes) {
   const int64_t wbytes = (int64_t)ggml::row_bytes(s.type, s.n_in) * s.n_out;
   auto* w = static_cast<uint8_t*>(dmalloc(wbytes));
   auto* x = static_cast<float*>(dmalloc(s.n_in * s.n_tokens * 4));
@@ -72,7 +72,7 @@ nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count) {
   TKV_CUDA_CHECK(fill_random_f32(x, s.n_in * s.n_tokens, 4));
   kernels::GemvCudaParams p;
   p.w = w, p.type = s.type, p.n_in = s.n_in, p.n_out = s.n_out, p.n_tokens = s.n_tokens;
-  p.x = x, p.y = y, p.sm_count = sm_count;
+  p.x = x, p.y = y, p.sm_count = sm_count, p.stage_bytes = stage_bytes;
   kernels::cuda_detail::GemvPlan plan;
   TKV_CHECK(kernels::cuda_detail::gemv_plan(p, &plan));
   const double us = median_us(
@@ -83,31 +83,47 @@ nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count) {
       50);
   const double gbs = wbytes / (us * 1e-6) / 1e9;
   const char* tn = ggml::traits(s.type).name.data();
-  std::printf("| %s | %s | %s | %lld×%lld | %d | %.1f | %.1f | %.0f | %.1f | %d×%d, %d thr, %d rows/stage |\n",
-              s.model, s.matrix, tn, (long long)s.n_out, (long long)s.n_in, s.n_tokens,
-              wbytes / 1e6, us, gbs, 100.0 * gbs / copy, plan.grid_x, plan.grid_y, plan.threads,
-              plan.rows_per_stage);
+  std::printf(
+      "| %s | %s | %s | %lld×%lld | %d | %.1f | %.1f | %.0f | %.1f | %d×%d, %d thr, %d/SM, %d "
+      "rows/stage |\n",
+      s.model, s.matrix, tn, (long long)s.n_out, (long long)s.n_in, s.n_tokens, wbytes / 1e6, us,
+      gbs, 100.0 * gbs / copy, plan.grid_x, plan.grid_y, plan.threads, plan.blocks_per_sm,
+      plan.rows_per_stage);
   TKV_CUDA_CHECK(cudaFree(w));
   TKV_CUDA_CHECK(cudaFree(x));
   TKV_CUDA_CHECK(cudaFree(y));
-  return {{"model", s.model}, {"matrix", s.matrix}, {"type", tn},    {"n_in", s.n_in},
-          {"n_out", s.n_out}, {"n_tokens", s.n_tokens}, {"weight_bytes", wbytes},
-          {"us", us},         {"gbs", gbs},              {"pct_copy", 100.0 * gbs / copy}};
+  return {{"model", s.model},
+          {"matrix", s.matrix},
+          {"type", tn},
+          {"n_in", s.n_in},
+          {"n_out", s.n_out},
+          {"n_tokens", s.n_tokens},
+          {"weight_bytes", wbytes},
+          {"us", us},
+          {"blocks_per_sm", plan.blocks_per_sm},
+          {"rows_per_stage", plan.rows_per_stage},
+          {"gbs", gbs},
+          {"pct_copy", 100.0 * gbs / copy}};
 }
 
 }  // namespace
 
-int run_gemv(const char* out_path, bool quick) {
+int run_gemv(const char* out_path, bool quick, const std::string& match, int stage_bytes) {
   cudaDeviceProp prop{};
   TKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const double copy = copy_gbs();
   std::printf("%s, copy %.0f GB/s (D2D, read + write)\n\n", device::cuda_device_summary().c_str(),
               copy);
-  std::printf("| model | matrix | type | n_out×n_in | tokens | MB | µs | GB/s | %% of copy | grid |\n");
+  std::printf(
+      "| model | matrix | type | n_out×n_in | tokens | MB | µs | GB/s | %% of copy | grid |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   nlohmann::json j = {{"gpu", prop.name}, {"copy_gbs", copy}, {"rows", nlohmann::json::array()}};
-  for (const GemvShape& s : shapes(quick))
-    j["rows"].push_back(bench_one(s, copy, prop.multiProcessorCount));
+  for (const GemvShape& s : shapes(quick)) {
+    const std::string label = std::string(s.model) + " " + s.matrix + " " +
+                              ggml::traits(s.type).name.data() + " " + std::to_string(s.n_tokens);
+    if (label.find(match) != std::string::npos)
+      j["rows"].push_back(bench_one(s, copy, prop.multiProcessorCount, stage_bytes));
+  }
   std::ofstream(out_path) << j.dump(1) << "\n";
   std::printf("wrote %s\n", out_path);
   return 0;

@@ -3,12 +3,16 @@
 // 67 and 1031 (odd: rows straddle 16-byte boundaries and stages), 1/2/5/16 tokens, and one
 // tall matrix per type (many stages per block). Weights are random valid blocks uploaded
 // through PinnedStaging in small chunks; y is poisoned with NaN first, so every element must
-// be written. Bound: the kernel's values are the reference's dequantized weights bit for
-// bit, so the only error is fp32 accumulation of n_in products in some order, plus the
-// reference's final rounding to fp32: |y - ref| <= (gamma(n_in) + 2^-24) * sum_i |w_i x_i|,
-// gamma(n) = n u / (1 - n u), u = 2^-24 (Higham, recursive or tree summation alike).
+// be written. Bound, per output (u = 2^-24, gamma = n_in u / (1 - n_in u) + u):
+//   quantized weights: x is rounded to int8 per 32-element unit, |x_i - xq_i| <= e_i =
+//   0.501 amax_unit / 127 (half a step, plus the step's own rounding); the weights split as
+//   w_i = dq_i + mn_i (mn: the min term of Q4_1/Q4_K/Q5_K, which meets the unrounded x), so
+//   |y - ref| <= sum_i |dq_i| e_i + gamma * sum_i (|dq_i| (|x_i| + e_i) + |mn_i x_i|);
+//   float weights: e = 0, dq = w: fp32 accumulation of n_in products in any order plus the
+//   reference's rounding to fp32 (Higham's gamma, recursive or tree summation alike).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -43,8 +47,10 @@ std::vector<uint8_t> random_weights(Type t, int64_t n_in, int64_t n_out, std::mt
     for (size_t i = 0, n = bytes / (t == Type::kF32 ? 4 : 2); i < n; ++i) {
       const float v = u(rng);
       const uint16_t h = t == Type::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
-      if (t == Type::kF32) std::memcpy(&w[4 * i], &v, 4);
-      else std::memcpy(&w[2 * i], &h, 2);
+      if (t == Type::kF32)
+        std::memcpy(&w[4 * i], &v, 4);
+      else
+        std::memcpy(&w[2 * i], &h, 2);
     }
     return w;
   }
@@ -95,17 +101,36 @@ void check(Type t, const Shape& s, std::mt19937& rng, device::PinnedStaging& sta
   TKV_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> y = dy.download();
 
-  std::vector<float> row((size_t)s.n_in);
+  // dq: the weights with the min fields zeroed (w itself where the type has none).
+  std::vector<uint8_t> w_nomin = w;
+  const bool has_min = t == Type::kQ4_1 || t == Type::kQ4_K || t == Type::kQ5_K;
+  const size_t bb = ggml::traits(t).block_bytes;
+  if (has_min)
+    for (size_t b = 0; b < w_nomin.size(); b += bb) w_nomin[b + 2] = w_nomin[b + 3] = 0;
+  const bool quant = t != Type::kF32 && t != Type::kF16 && t != Type::kBF16;
+  std::vector<float> row((size_t)s.n_in), dq((size_t)s.n_in), e((size_t)s.n_in);
   const double u = std::ldexp(1.0, -24), n = (double)s.n_in;
   const double gamma = n * u / (1.0 - n * u) + u;
+  const size_t rb = ggml::row_bytes(t, s.n_in);
   for (int64_t o = 0; o < s.n_out; ++o) {
-    kernels::dequantize_row(t, w.data() + ggml::row_bytes(t, s.n_in) * o, row.data(), s.n_in);
+    kernels::dequantize_row(t, w.data() + rb * o, row.data(), s.n_in);
+    kernels::dequantize_row(t, w_nomin.data() + rb * o, dq.data(), s.n_in);
     for (int tk = 0; tk < s.n_tokens; ++tk) {
-      double mag = 0.0;
-      for (int64_t i = 0; i < s.n_in; ++i) mag += std::fabs((double)row[i] * x[tk * s.n_in + i]);
+      const float* xt = x.data() + tk * s.n_in;
+      for (int64_t b = 0; b < s.n_in; b += 32) {
+        double amax = 0.0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, (double)std::fabs(xt[b + i]));
+        for (int i = 0; i < 32; ++i) e[b + i] = quant ? (float)(0.501 * amax / 127.0) : 0.0f;
+      }
+      double mag = 0.0, qerr = 0.0;
+      for (int64_t i = 0; i < s.n_in; ++i) {
+        const double d = std::fabs((double)dq[i]), mn = std::fabs((double)row[i] - dq[i]);
+        mag += d * (std::fabs(xt[i]) + e[i]) + mn * std::fabs(xt[i]);
+        qerr += d * e[i];
+      }
       const size_t k = (size_t)(tk * s.n_out + o);
       ASSERT_TRUE(std::isfinite(y[k])) << "y[" << tk << ", " << o << "] not written or not finite";
-      const double err = std::fabs((double)y[k] - ref[k]), bound = gamma * mag;
+      const double err = std::fabs((double)y[k] - ref[k]), bound = qerr + gamma * mag;
       ASSERT_LE(err, bound) << "y[" << tk << ", " << o << "] = " << y[k] << ", ref " << ref[k];
       if (bound > 0) *worst = std::max(*worst, err / bound);
     }
@@ -119,8 +144,8 @@ TEST(MatmulCuda, MatchesReferencePerTypeAndShape) {
   for (Type t : kTypes) {
     double worst = 0.0;
     const bool k_quant = ggml::traits(t).block_elems == 256;
-    const std::vector<int64_t> n_ins =
-        k_quant ? std::vector<int64_t>{1536, 2048, 8960} : std::vector<int64_t>{576, 640, 1536, 8960};
+    const std::vector<int64_t> n_ins = k_quant ? std::vector<int64_t>{1536, 2048, 8960}
+                                               : std::vector<int64_t>{576, 640, 1536, 8960};
     for (int64_t n_in : n_ins)
       for (int64_t n_out : {1, 67, 1031})
         for (int tokens : {1, 2, 5, 16}) {

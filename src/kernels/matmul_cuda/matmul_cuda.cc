@@ -1,6 +1,6 @@
 // Host side of the CUDA decode GEMV: validation ("[matmul_cuda] ..."), the launch plan
-// (threads from n_in, rows per shared-memory stage from the row's bytes, rows per block
-// so the grid fills the GPU about once) and the launch. Compiled only with TKV_CUDA
+// (threads from n_in, rows per shared-memory stage from the row's bytes, a persistent grid
+// of the blocks that fit at once) and the launch. Compiled only with TKV_CUDA
 // (the kernels .cc glob is shared with CPU builds).
 #if defined(TKV_WITH_CUDA)
 #include <algorithm>
@@ -17,8 +17,7 @@ namespace {
 
 constexpr int kStages = 3;                    // gemv_cuda.cu's pipeline depth
 constexpr int kStageTarget = 8192;            // bytes: about 16 KB in flight per block
-constexpr int kSmemPerSm = 227 * 1024;        // usable shared memory per SM (sm_90)
-constexpr int kMaxSmemPerBlock = 200 * 1024;  // leaves room for the driver's reserve
+constexpr int kMaxSmemPerBlock = 200 * 1024;  // under sm_90's 227 KB per block
 
 }  // namespace
 
@@ -27,23 +26,34 @@ bool gemv_plan(const GemvCudaParams& p, GemvPlan* plan) {
   GemvPlan g;
   g.units_per_thread = units <= 256 ? 1 : units <= 512 ? 2 : units <= 1024 ? 4 : 0;
   if (g.units_per_thread == 0) return false;
-  // x of one thread's units in registers: 32 * units_per_thread * token_chunk <= 128 floats.
-  g.token_chunk = p.n_tokens == 1 ? 1 : 4 / g.units_per_thread;
+  // x of one thread's units in registers (kGemv*XUnits): the chunk is the power of two at
+  // or above n_tokens, capped there (more tokens: more blocks over the same rows, L2 hits).
+  const bool quant =
+      p.type != ggml::Type::kF32 && p.type != ggml::Type::kF16 && p.type != ggml::Type::kBF16;
+  const int max_chunk = (quant ? kGemvQuantXUnits : kGemvFloatXUnits) / g.units_per_thread;
+  g.token_chunk = 1;
+  while (g.token_chunk < p.n_tokens && g.token_chunk < max_chunk) g.token_chunk *= 2;
   g.threads = 32 * (int)((units + 32 * g.units_per_thread - 1) / (32 * g.units_per_thread));
-  g.rows_per_stage = (int)std::max<int64_t>(1, std::min<int64_t>(kStageTarget / rb, p.n_out));
+  const int64_t target = p.stage_bytes > 0 ? p.stage_bytes : kStageTarget;
+  g.rows_per_stage = (int)std::max<int64_t>(1, std::min<int64_t>(target / rb, p.n_out));
   g.stage_bytes = (int)((g.rows_per_stage * rb + 32 + 15) / 16 * 16);
   const int red = (g.threads / 32) * g.rows_per_stage * g.token_chunk * 4;
   g.smem_bytes = kStages * g.stage_bytes + red;
   if (g.smem_bytes > kMaxSmemPerBlock) return false;
   g.grid_y = (p.n_tokens + g.token_chunk - 1) / g.token_chunk;
-  // Blocks resident per SM (threads, shared memory), then rows per block so that one wave
-  // of blocks covers the matrix: each block then streams several stages back to back.
-  const int per_sm =
-      std::max(1, std::min({2048 / g.threads, 32, kSmemPerSm / (g.smem_bytes + 1024)}));
-  const int64_t stages = (p.n_out + g.rows_per_stage - 1) / g.rows_per_stage;
-  const int64_t wave = std::max<int64_t>(1, (int64_t)p.sm_count * per_sm / g.grid_y);
-  g.rows_per_block = (int)((stages + wave - 1) / wave) * g.rows_per_stage;
-  g.grid_x = (int)((p.n_out + g.rows_per_block - 1) / g.rows_per_block);
+  g.kernel = gemv_kernel(p.type, g.units_per_thread, g.token_chunk);
+  if (g.kernel == nullptr ||
+      cudaFuncSetAttribute(g.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, g.smem_bytes) !=
+          cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm, g.kernel, g.threads,
+                                                    g.smem_bytes) != cudaSuccess ||
+      g.blocks_per_sm == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  g.n_stages = (int)((p.n_out + g.rows_per_stage - 1) / g.rows_per_stage);
+  const int wave = std::max(1, p.sm_count * g.blocks_per_sm / g.grid_y);
+  g.grid_x = std::min(g.n_stages, wave);
   *plan = g;
   return true;
 }
@@ -53,8 +63,16 @@ bool gemv_plan(const GemvCudaParams& p, GemvPlan* plan) {
 bool gemv_cuda_supports(ggml::Type type) {
   using T = ggml::Type;
   switch (type) {
-    case T::kQ4_0: case T::kQ4_1: case T::kQ5_0: case T::kQ8_0: case T::kQ4_K:
-    case T::kQ5_K: case T::kQ6_K: case T::kF16: case T::kBF16: case T::kF32:
+    case T::kQ4_0:
+    case T::kQ4_1:
+    case T::kQ5_0:
+    case T::kQ8_0:
+    case T::kQ4_K:
+    case T::kQ5_K:
+    case T::kQ6_K:
+    case T::kF16:
+    case T::kBF16:
+    case T::kF32:
       return true;
     default:
       return false;
