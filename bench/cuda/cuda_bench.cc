@@ -2,7 +2,8 @@
 // turbokv bf16) at the Llama-3-8B attention shape (32 q heads, 8 kv heads, d 128),
 // batch {1,8,32} x context {4k,32k,128k}: median µs over timed calls (CUDA events),
 // GB/s on the bytes read (decode_bytes_read) and % of the measured D2D copy
-// bandwidth (read + write); plus encode throughput. Writes JSON (--out).
+// bandwidth (read + write); plus encode throughput. Writes JSON (--out). --gemv: the
+// decode GEMV over GGUF weights instead (gemv_bench.cc).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "base/check.h"
 #include "base/status.h"
 #include "bench/cuda/fill_cuda.h"
+#include "bench/cuda/gemv_bench.h"
 #include "bench/cuda/timing_cuda.h"
 #include "device/cuda_check.h"
 #include "device/device.h"
@@ -29,23 +31,6 @@
 namespace tkv::bench {
 namespace {
 
-void* dmalloc(int64_t bytes) {
-  void* p = nullptr;
-  TKV_CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(bytes, 16)));
-  return p;
-}
-
-double copy_gbs() {
-  const int64_t n = int64_t(1) << 31;
-  void* a = dmalloc(n);
-  void* b = dmalloc(n);
-  TKV_CUDA_CHECK(fill_random_bytes(static_cast<uint8_t*>(a), n, 1));
-  const double us =
-      median_us([&] { TKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
-  TKV_CUDA_CHECK(cudaFree(a));
-  TKV_CUDA_CHECK(cudaFree(b));
-  return 2.0 * n / (us * 1e-6) / 1e9;
-}
 
 int g_page = 64;  // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
 bool g_shuffle = true;  // --no-shuffle: pages of a sequence in allocation order
@@ -251,12 +236,12 @@ nlohmann::json bench_encode(const Scheme& sc) {
 
 int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
-  bool quick = false, encode = true, general = false, no_copy = false;
+  bool quick = false, encode = true, general = false, no_copy = false, gemv = false;
   // --prealloc G: allocate, write and free G GiB first (tests whether an earlier large
   // allocation slows later schemes: docs/bench/cuda.md, "Sweep order").
   double prealloc_gib = 0;
-  std::string only_scheme;
-  int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
+  std::string only_scheme, match;
+  int only_batch = 0, only_ctx = 0, minb = 0, part = 0, stage = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
@@ -276,11 +261,15 @@ int run(int argc, char** argv) {
     if (a == "--step") g_step = true;
     if (a == "--no-copy") no_copy = true;
     if (a == "--prealloc" && i + 1 < argc) prealloc_gib = std::atof(argv[++i]);
+    if (a == "--gemv") gemv = true;  // the decode GEMV instead (gemv_bench.cc)
+    if (a == "--match" && i + 1 < argc) match = argv[++i];  // --gemv: shapes whose label has it
+    if (a == "--stage" && i + 1 < argc) stage = std::atoi(argv[++i]);  // --gemv: stage bytes
   }
   if (device::cuda_device_count() == 0) {
     std::fprintf(stderr, "tkv_cuda_bench: %s\n", device::cuda_device_summary().c_str());
     return 2;
   }
+  if (gemv) return run_gemv(out_path.c_str(), quick, match, stage);
   cudaDeviceProp prop{};
   TKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   if (prealloc_gib > 0) {
