@@ -70,6 +70,7 @@ void Scheduler::preempt(SeqId id, Entry& e, StepPlan& p) {
   e.pages = 0;
   e.n_computed = 0;
   e.running = false;
+  e.n_draft = 0;
   ++n_preemptions_;
   p.preempted.push_back(id);
 }
@@ -93,8 +94,11 @@ void Scheduler::plan_running(StepPlan& p, int64_t& budget) {
     if (!e.running) break;  // it was the most junior left: nothing after it runs either
     e.pages += need;
     used_ += need;
-    const PlannedChunk c{order[i], e.n_computed, n, n == pending};
+    PlannedChunk c{order[i], e.n_computed, n, n == pending};
     if (pending == 1) {
+      c.n_draft = book_drafts(e, budget);
+      c.n += c.n_draft;
+      budget -= c.n_draft;
       p.chunks.push_back(c);
     } else {
       prefill.push_back(c);
@@ -102,6 +106,20 @@ void Scheduler::plan_running(StepPlan& p, int64_t& budget) {
     }
   }
   p.chunks.insert(p.chunks.end(), prefill.begin(), prefill.end());
+}
+
+int64_t Scheduler::book_drafts(Entry& e, int64_t budget) {
+  // The decode token itself is booked: drafts follow it at n_computed + 1.
+  const int64_t fit_pages = (e.pages + free_pages()) * c_.page_size - e.n_computed - 1;
+  const int64_t d = std::max<int64_t>(
+      0, std::min({e.n_draft, budget, c_.max_seq_tokens - e.n_computed - 1, fit_pages}));
+  e.n_draft = 0;
+  const int64_t need = pages_for(e.n_computed + 1 + d) - e.pages;
+  if (need > 0) {
+    e.pages += need;
+    used_ += need;
+  }
+  return d;
 }
 
 void Scheduler::plan_admissions(StepPlan& p, int64_t budget,
@@ -162,6 +180,20 @@ void Scheduler::done(const StepPlan& p) {
 
 void Scheduler::append(SeqId id) {
   ++seqs_.at(id).n_tokens;
+}
+
+void Scheduler::set_draft(SeqId id, int64_t n) {
+  TKV_CHECK(n >= 0);
+  seqs_.at(id).n_draft = n;
+}
+
+void Scheduler::rollback(SeqId id, int64_t n) {
+  Entry& e = seqs_.at(id);
+  TKV_CHECK(n >= 0 && n <= e.n_computed);
+  e.n_computed -= n;
+  const int64_t keep = pages_for(e.n_computed);
+  used_ -= e.pages - keep;
+  e.pages = keep;
 }
 
 void Scheduler::finish(SeqId id) {
