@@ -82,7 +82,7 @@ TEST(SchedulerDrafts, RideOnTheDecodeAndRollBack) {
   EXPECT_EQ(s.n_computed(0), 6);
   EXPECT_EQ(s.used_pages(), 2);
   for (int i = 0; i < 3; ++i) s.append(0);  // the 2 kept drafts + the bonus token
-  const StepPlan q = s.plan();               // offers expire: a plain decode
+  const StepPlan q = s.plan();              // offers expire: a plain decode
   ASSERT_EQ(q.chunks.size(), 1u);
   EXPECT_EQ(q.chunks[0].first, 6);
   EXPECT_EQ(q.chunks[0].n, 1);
