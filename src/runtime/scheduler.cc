@@ -70,7 +70,6 @@ void Scheduler::preempt(SeqId id, Entry& e, StepPlan& p) {
   e.pages = 0;
   e.n_computed = 0;
   e.running = false;
-  e.n_draft = 0;
   ++n_preemptions_;
   p.preempted.push_back(id);
 }
@@ -94,11 +93,8 @@ void Scheduler::plan_running(StepPlan& p, int64_t& budget) {
     if (!e.running) break;  // it was the most junior left: nothing after it runs either
     e.pages += need;
     used_ += need;
-    PlannedChunk c{order[i], e.n_computed, n, n == pending};
+    const PlannedChunk c{order[i], e.n_computed, n, n == pending};
     if (pending == 1) {
-      c.n_draft = book_drafts(e, budget);
-      c.n += c.n_draft;
-      budget -= c.n_draft;
       p.chunks.push_back(c);
     } else {
       prefill.push_back(c);
@@ -108,21 +104,26 @@ void Scheduler::plan_running(StepPlan& p, int64_t& budget) {
   p.chunks.insert(p.chunks.end(), prefill.begin(), prefill.end());
 }
 
-int64_t Scheduler::book_drafts(Entry& e, int64_t budget) {
-  // The decode token itself is booked: drafts follow it at n_computed + 1.
-  const int64_t fit_pages = (e.pages + free_pages()) * c_.page_size - e.n_computed - 1;
-  const int64_t d = std::max<int64_t>(
-      0, std::min({e.n_draft, budget, c_.max_seq_tokens - e.n_computed - 1, fit_pages}));
-  e.n_draft = 0;
-  const int64_t need = pages_for(e.n_computed + 1 + d) - e.pages;
-  if (need > 0) {
-    e.pages += need;
-    used_ += need;
+void Scheduler::plan_drafts(StepPlan& p, int64_t budget) {
+  for (PlannedChunk& c : p.chunks) {
+    Entry& e = seqs_.at(c.id);
+    if (c.n != 1 || !c.completes || e.n_draft == 0) continue;  // not a decode, or no offer
+    // The decode token is booked: drafts follow it at n_computed + 1.
+    const int64_t fit_pages = (e.pages + free_pages()) * c_.page_size - e.n_computed - 1;
+    const int64_t d = std::max<int64_t>(
+        0, std::min({e.n_draft, budget, c_.max_seq_tokens - e.n_computed - 1, fit_pages}));
+    const int64_t need = pages_for(e.n_computed + 1 + d) - e.pages;
+    if (need > 0) {
+      e.pages += need;
+      used_ += need;
+    }
+    c.n += d;
+    c.n_draft = d;
+    budget -= d;
   }
-  return d;
 }
 
-void Scheduler::plan_admissions(StepPlan& p, int64_t budget,
+void Scheduler::plan_admissions(StepPlan& p, int64_t& budget,
                                 const std::function<int64_t(SeqId)>& admit) {
   int running = n_running();
   for (SeqId id : ordered(false)) {
@@ -165,7 +166,11 @@ StepPlan Scheduler::plan(const std::function<int64_t(SeqId)>& admit) {
   plan_running(p, budget);
   // A step that had to preempt admits nobody: the pool is short, and the victim
   // would otherwise be re-admitted at once and thrash.
-  if (p.preempted.empty()) plan_admissions(p, budget, admit);
+  if (p.preempted.empty()) {
+    plan_admissions(p, budget, admit);
+    plan_drafts(p, budget);  // last: only leftover budget and pages, and it never preempts
+  }
+  for (auto& [id, e] : seqs_) e.n_draft = 0;  // an offer holds for one plan
   return p;
 }
 

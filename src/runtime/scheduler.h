@@ -76,8 +76,9 @@ class Scheduler {
   void done(const StepPlan& p);
   // A token was sampled for id: one more known token to compute.
   void append(SeqId id);
-  // id's next decode may carry n draft tokens (fewer if the step is short of
-  // budget, context or free pages: drafts never preempt); reset by each plan().
+  // id's next decode may carry n draft tokens: after everything else is planned,
+  // as far as the leftover budget, the context and the free pages allow (drafts
+  // never preempt nor delay an admission); reset by each plan().
   void set_draft(SeqId id, int64_t n);
   // n of id's computed tokens (rejected drafts) left the KV: their pages return.
   void rollback(SeqId id, int64_t n);
@@ -114,10 +115,11 @@ class Scheduler {
   int64_t outstanding(const Entry& e) const;
   std::vector<SeqId> ordered(bool running) const;
   void preempt(SeqId id, Entry& e, StepPlan& p);
-  // How many of e's offered drafts ride on its decode this step; books their pages.
-  int64_t book_drafts(Entry& e, int64_t budget);
+  // Offered drafts join their decode chunks, senior first, as far as the
+  // budget, the context and the free pages allow; books their pages.
+  void plan_drafts(StepPlan& p, int64_t budget);
   void plan_running(StepPlan& p, int64_t& budget);
-  void plan_admissions(StepPlan& p, int64_t budget, const std::function<int64_t(SeqId)>& admit);
+  void plan_admissions(StepPlan& p, int64_t& budget, const std::function<int64_t(SeqId)>& admit);
 
   SchedulerConfig c_;
   std::map<SeqId, Entry> seqs_;

@@ -114,5 +114,23 @@ TEST(SchedulerDrafts, ShortOfPagesBudgetOrContextTheyShrinkNeverPreempt) {
   EXPECT_EQ(x.plan().chunks[0].n_draft, 2);
 }
 
+TEST(SchedulerDrafts, TakeOnlyWhatAnAdmissionLeaves) {
+  Scheduler s(small_pool(4));  // 16 tokens
+  to_decode(s, 0);             // 1 page
+  s.add(1, 0, 7);              // needs 2 pages
+  s.set_draft(0, 20);
+  const StepPlan p = s.plan();
+  ASSERT_EQ(p.admitted, std::vector<SeqId>{1});
+  ASSERT_EQ(p.chunks.size(), 2u);
+  EXPECT_EQ(p.chunks[0].n_draft, 4);  // the one page left: tokens 4 to 7
+  EXPECT_EQ(s.free_pages(), 0);
+  s.done(p);
+  s.rollback(0, 4);
+  EXPECT_EQ(s.free_pages(), 1);
+  s.append(0);
+  s.append(1);
+  EXPECT_EQ(s.plan().chunks[0].n_draft, 0);  // the offer expired with its plan
+}
+
 }  // namespace
 }  // namespace tkv::runtime
