@@ -90,7 +90,7 @@ void EngineLoop::run_chunks(const StepPlan& p) {
   for (size_t i = 0; i < p.chunks.size(); ++i) {
     const PlannedChunk& c = p.chunks[i];
     Sequence& s = *seqs_.at(c.id);
-    if (s.req.on_progress && c.n > 1)
+    if (s.req.on_progress && c.n > 1 && c.n_draft == 0)  // prefill chunks only
       s.req.on_progress(c.first + c.n, static_cast<int64_t>(s.tokens.size()));
     if (s.scoring()) {
       if (c.first >= s.req.logits_from) s.req.on_logits(c.first, c.n, ws_.slice_logits(i, nv));
