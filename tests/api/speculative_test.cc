@@ -70,9 +70,10 @@ TEST(Speculative, GreedyEqualsPlainGreedyOnEveryScheme) {
 // After rejections the KV must hold exactly the kept tokens: every later row's
 // logits (through logprobs) then match a teacher-forced pass over the output.
 // A draft left in the cache would shift every later position.
-TEST(Speculative, RollbackLeavesTheCacheOfTheKeptTokens) {
-  TKV_REQUIRE_SMOLLM2();
-  auto eng = make_engine(smollm2_config(512, 1));
+void check_rollback(const char* scheme) {
+  EngineConfig c = smollm2_config(512, 1);
+  c.kv = KvConfig::parse(scheme).value();
+  auto eng = make_engine(c);
   ASSERT_TRUE(eng);
   const int64_t nv = eng->model_info().n_vocab;
   Request r = spec_greedy(code_prompt(eng->tokenizer()), kSanitized ? 16 : 40);
@@ -111,8 +112,22 @@ TEST(Speculative, RollbackLeavesTheCacheOfTheKeptTokens) {
   ASSERT_EQ(want.size(), toks.size());
   // The logprobs test's bound for decode vs teacher-forced rows (same kernels
   // up to the order of the attention's sums).
-  for (size_t i = 0; i < toks.size(); ++i)
+  double max_diff = 0;
+  for (size_t i = 0; i < toks.size(); ++i) {
     EXPECT_NEAR(toks[i].logprob, want[i], 0.02) << "token " << i;
+    max_diff = std::max(max_diff, std::abs(toks[i].logprob - want[i]));
+  }
+  std::printf("[spec] rollback %s: %lld of %lld drafts kept, max |logprob - teacher-forced| %.2e\n",
+              scheme, static_cast<long long>(end.timings.accepted_tokens),
+              static_cast<long long>(end.timings.drafted_tokens), max_diff);
+}
+
+TEST(Speculative, RollbackLeavesTheCacheOfTheKeptTokens) {
+  TKV_REQUIRE_SMOLLM2();
+  for (const char* scheme : {"bf16", "turbo"}) {
+    SCOPED_TRACE(scheme);
+    check_rollback(scheme);
+  }
 }
 
 // Speculation must not change what is sampled, only how fast: the second
@@ -226,6 +241,17 @@ TEST(Speculative, MixedBatchAndEndsInsideAnAcceptedRun) {
     const auto first = std::find(ref.begin(), ref.end(), ref[static_cast<size_t>(cut)]);
     EXPECT_EQ(d.finish, FinishReason::kStopToken);
     EXPECT_EQ(d.tokens, std::vector<int32_t>(ref.begin(), first));
+    // A stop string: the text of that token (held-back text included) ends
+    // where the plain request's does.
+    s.stop_tokens.clear();
+    s.stop = {eng->tokenizer().token_to_piece(ref[static_cast<size_t>(cut)])};
+    Request plain = s;
+    plain.spec = {};
+    const Completion ps = generate_ok(*eng, plain), ss = generate_ok(*eng, s);
+    EXPECT_EQ(ss.finish, FinishReason::kStopString);
+    EXPECT_EQ(ss.finish, ps.finish);
+    EXPECT_EQ(ss.text, ps.text);
+    EXPECT_EQ(ss.tokens, ps.tokens);
   }
   EXPECT_EQ(wait_stats(*eng, [](const EngineStats& x) { return x.running == 0; }).kv_pages_used, 0);
 
