@@ -138,6 +138,8 @@ EngineStats Engine::stats() const {
   e.preemptions = s.preemptions;
   e.prefix_hits = s.prefix_hits;
   e.prefix_tokens_reused = s.prefix_tokens_reused;
+  e.spec_drafted_tokens = s.spec_drafted;
+  e.spec_accepted_tokens = s.spec_accepted;
   e.attention_ms = s.attention_ms;
   return e;
 }

@@ -92,6 +92,7 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
       return invalid_argument("[engine] prompt token id {} out of range (valid: 0 to {})", t,
                               nv - 1);
   TKV_RETURN_IF_ERROR(sampling::validate(r.sampling));
+  TKV_RETURN_IF_ERROR(spec::validate(r.spec));
   if (r.logprobs > kMaxLogprobs)
     return invalid_argument("[engine] logprobs {} out of range (valid: < 0 off, 0 to {})",
                             r.logprobs, kMaxLogprobs);
@@ -154,6 +155,8 @@ void EngineLoop::publish_stats() {
   s.attention_ms = stats_.attention_ms;
   s.prefix_hits = stats_.prefix_hits;
   s.prefix_tokens_reused = stats_.prefix_tokens_reused;
+  s.spec_drafted = stats_.spec_drafted;
+  s.spec_accepted = stats_.spec_accepted;
   stats_ = s;
 }
 
