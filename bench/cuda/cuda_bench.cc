@@ -31,7 +31,6 @@
 namespace tkv::bench {
 namespace {
 
-
 int g_page = 64;  // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
 bool g_shuffle = true;  // --no-shuffle: pages of a sequence in allocation order
 bool g_step = false;    // --step: also time encode + decode back to back, with and without PDL
