@@ -12,10 +12,10 @@ set(TKV_LAYER_tokenizer base io)
 set(TKV_LAYER_tensor base device quant kernels)
 set(TKV_LAYER_ops base device quant kernels tensor)
 set(TKV_LAYER_kvcache base device quant kernels)
-set(TKV_LAYER_model base device quant kernels io kvcache)
+set(TKV_LAYER_model base device quant kernels io ops kvcache)
 set(TKV_LAYER_sampling base)
-set(TKV_LAYER_runtime base device quant kernels io tokenizer kvcache model sampling)
-set(TKV_LAYER_api base device quant kernels io tokenizer kvcache model sampling runtime)
+set(TKV_LAYER_runtime base device quant kernels io tokenizer ops kvcache model sampling)
+set(TKV_LAYER_api base device quant kernels io tokenizer ops kvcache model sampling runtime)
 # The server sees the public API (include/turbokv/) and nothing else of the engine.
 set(TKV_LAYER_server "")
 # eval drives engines through the public API only (include/turbokv/).
