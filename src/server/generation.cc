@@ -39,6 +39,7 @@ Generation::~Generation() {
 
 MaybeError Generation::submit(int index) {
   turbokv::Request r = base_;
+  r.spec = s_.opts.spec;  // speculative and plain requests share the engine's batch
   r.sampling.seed = base_.sampling.seed + static_cast<uint64_t>(index);  // choices differ
   // On the engine thread, keep it short. Metrics are counted here, not by the
   // reader: a request cancelled after its client left has no reader any more.

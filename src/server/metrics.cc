@@ -99,6 +99,10 @@ std::string Metrics::render(const turbokv::Engine& eng) const {
          static_cast<double>(kv.bytes_per_token));
   scalar(o, "turbokv:num_preemptions_total", "counter", "Sequences preempted (KV freed).",
          st.preemptions);
+  scalar(o, "turbokv:spec_decode_num_draft_tokens_total", "counter",
+         "Draft tokens verified by speculative decoding (--spec).", st.spec_drafted_tokens);
+  scalar(o, "turbokv:spec_decode_num_accepted_tokens_total", "counter",
+         "Draft tokens speculative decoding kept.", st.spec_accepted_tokens);
   std::lock_guard<std::mutex> lk(mu_);
   scalar(o, "turbokv:prompt_tokens_total", "counter", "Prompt tokens submitted.", prompt_tokens_);
   scalar(o, "turbokv:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);

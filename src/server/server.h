@@ -23,6 +23,7 @@ struct ServerOptions {
   int max_queue = 256;               // choices beyond the engine's batch that may wait; more: 429
   size_t max_body_bytes = 8u << 20;  // larger bodies: 413
   double drain_timeout_s = 30;       // SIGTERM: in-flight requests get this long
+  turbokv::SpecParams spec;          // speculative decoding for every request (--spec)
 };
 
 class Server {

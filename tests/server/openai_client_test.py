@@ -1,7 +1,7 @@
 """`turbokv serve` through the real `openai` Python client (SmolLM2-135M, turbo
 KV cache): chat and completions, streamed and not, stop strings, max_tokens, n,
 usage, logprobs, the models list, every error path with the client's own
-exception types, auth, and the SIGTERM drain.
+exception types, auth, the SIGTERM drain, and --spec ngram.
 usage: openai_client_test.py TURBOKV_BINARY"""
 import json
 import sys
@@ -281,6 +281,39 @@ class OpenAIClientTest(unittest.TestCase):
                                            dict(self.auth, **{"Content-Type": "application/json"}))
         self.assertEqual(status, 413)
         self.assertIn("larger than the limit", json.loads(data)["error"]["message"])
+
+
+class SpeculativeServeTest(unittest.TestCase):
+    """serve --spec ngram: a greedy completion equals the plain server's, and
+    /metrics counts the drafts verified and kept (so the path really ran)."""
+
+    def test_prompt_lookup_keeps_greedy_output(self):
+        prompt = "def add(a, b):\n    return a + b\n\n" * 6 + "def add(a, b):\n"
+        outs, drafted = {}, {}
+        for mode in ("none", "ngram"):
+            srv = Server(BIN, "--kv-quant", "turbo", "-c", "512", "--spec", mode)
+            try:
+                client = OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0,
+                                timeout=120)
+                r = client.completions.create(model="m", prompt=prompt, max_tokens=40,
+                                              temperature=0)
+                outs[mode] = r.choices[0].text
+                m = srv.metrics()
+                drafted[mode] = (m["turbokv:spec_decode_num_draft_tokens_total"],
+                                 m["turbokv:spec_decode_num_accepted_tokens_total"])
+            finally:
+                self.assertEqual(srv.terminate(), 0, srv.output())
+        self.assertEqual(outs["ngram"], outs["none"])
+        self.assertEqual(drafted["none"], (0, 0))
+        self.assertGreater(drafted["ngram"][0], 0)
+        self.assertGreater(drafted["ngram"][1], 0)
+
+    def test_bad_spec_flag_refused(self):
+        import subprocess
+        r = subprocess.run([BIN, "serve", "--port", "0", "--spec", "bogus"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--spec", r.stderr + r.stdout)
 
 
 class QueueAndDrainTest(unittest.TestCase):

@@ -24,6 +24,7 @@ struct ServeArgs {
   std::string api_key_file;
   std::string max_body = "8MiB";
   int parallel = 8;
+  SpecFlags spec_flags;
   CLI::App* sub = nullptr;
 };
 
@@ -60,7 +61,9 @@ void print_start(const turbokv::Engine& eng, const ServeArgs& a) {
 }
 
 int run_serve(ServeArgs& a) {
-  if (!check_common(a.sub, a.common) || !read_key_file(a)) return 1;
+  if (!check_common(a.sub, a.common) || !read_key_file(a) ||
+      !finish_spec(a.sub, a.spec_flags, &a.srv.spec))
+    return 1;
   a.srv.max_body_bytes = parse_byte_size(a.max_body).value();  // validated at parse time
   if (a.srv.model_id.empty()) {
     std::string base = a.common.model.substr(a.common.model.find_last_of('/') + 1);
@@ -129,6 +132,7 @@ RunFn add_serve(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   a->sub = sub;
   add_common_options(sub, a->common);
+  add_spec_options(sub, a->spec_flags);
   server::ServerOptions& s = a->srv;
   sub->add_option("--host", s.host, "Address to listen on");
   sub->add_option("--port", s.port, "Port (0: a free one, printed)")
