@@ -58,6 +58,11 @@ class PagedCache final : public KvCache {
     std::lock_guard<std::mutex> lk(check_mu_);
     return check_;
   }
+  // paged_cache_store.cc
+  Result<SnapshotHeader> snapshot_header() const override;
+  Status export_seq(int seq, int64_t n_tokens,
+                    std::vector<std::vector<uint8_t>>* pages) const override;
+  Status import_seq(int seq, const Snapshot& snap, int64_t n_tokens) override;
 
  private:
   void verify(const kernels::KvSegmentView* segs, int n_segs, const kernels::AttnArgs& a);
