@@ -1,4 +1,4 @@
-// turbokv: one binary, subcommands generate | chat | bench | eval | models.
+// turbokv: one binary, subcommands generate | chat | bench | eval | models | kv.
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   runs["bench"] = tkv::cli::add_bench(app);
   runs["eval"] = tkv::cli::add_eval(app);
   runs["models"] = tkv::cli::add_models(app);
+  runs["kv"] = tkv::cli::add_kv(app);
   // CLI11 answers an unknown first word with "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-' && runs.count(argv[1]) == 0) {
     std::string names;
