@@ -106,6 +106,9 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
   if (r.max_tokens == 0 && !r.on_logits) {  // nothing to generate: done before it starts
     Event e;
     e.finish = Finish::kLength;
+    if (!r.save_session.empty())
+      e.session_error =
+          "[kv-store] " + r.save_session + ": not written: max_tokens 0 computes no KV";
     if (r.on_event) r.on_event(e);
     state->push(std::move(e));
     return state;
