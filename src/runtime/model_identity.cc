@@ -73,7 +73,9 @@ Result<uint64_t> model_identity(const io::GgufFile& g) {
   Hasher h;
   std::vector<std::string> keys;
   for (const auto& [k, v] : g.metadata())
-    if (k.rfind("general.", 0) != 0 && k != "tokenizer.chat_template") keys.push_back(k);
+    if ((k.rfind("general.", 0) != 0 || k == "general.architecture") &&
+        k != "tokenizer.chat_template")
+      keys.push_back(k);
   std::sort(keys.begin(), keys.end());
   for (const std::string& k : keys) {
     h.str(k);

@@ -1,6 +1,7 @@
 // The identity of a model for KV snapshots (kvcache/kv_store.h): XXH3-64 over
 // every tensor (name, type, shape, data) and the GGUF metadata that can change
-// the forward pass (all keys but general.* and the chat template), so the same
+// the forward pass (all keys but general.* (general.architecture kept) and the
+// chat template), so the same
 // weights under another path or name match and any other weights do not.
 #pragma once
 #include <cstdint>

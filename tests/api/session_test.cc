@@ -275,6 +275,26 @@ TEST_F(SessionRefusal, TokensNotAPrefixOfThePrompt) {
   expect_still_serves();
 }
 
+// The model identity hashes the weights, not the path: the same file under
+// another name loads the snapshot.
+TEST_F(SessionRefusal, SameWeightsUnderAnotherPathLoad) {
+  const std::string link = temp_path("same-model.gguf");
+  fs::remove(link);
+  fs::create_symlink(tkv::testing::smollm2_path(), link);
+  EngineConfig cfg = config_for("turbo");
+  cfg.model_path = link;
+  auto other = make_engine(cfg);
+  ASSERT_TRUE(other);
+  const std::vector<int32_t> saved = inspect_snapshot(path_).value().tokens;  // 103
+  Request r = greedy(saved, 6);
+  r.load_session = path_;
+  auto got = run(*other, r);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got.value().timings.cached_tokens, 102);  // all but the prompt's last token
+  expect_same(got.value(), run(*eng_, greedy(saved, 6)).value());
+  fs::remove(link);
+}
+
 TEST_F(SessionRefusal, MissingFile) {
   Request r = greedy(p_, 2);
   r.load_session = temp_path("does_not_exist.tkv");
