@@ -212,7 +212,7 @@ Result<SnapshotHeader> decode_snapshot_header(const uint8_t* bytes, size_t size,
   if (!hd.skip(static_cast<size_t>(n_tokens) * sizeof(int32_t), &tp)) return bad("tokens");
   if (hd.pos() != header_bytes) return bad("trailing header bytes");
   h.tokens.resize(static_cast<size_t>(n_tokens));
-  std::memcpy(h.tokens.data(), tp, h.tokens.size() * sizeof(int32_t));
+  if (n_tokens > 0) std::memcpy(h.tokens.data(), tp, h.tokens.size() * sizeof(int32_t));
   *header_end = size_t{header_bytes} + 8;
   return h;
 }
