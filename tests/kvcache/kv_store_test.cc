@@ -6,6 +6,7 @@
 // replacing a snapshot always leaves the old or the new complete file.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -257,6 +258,38 @@ TEST(KvStore, FuzzSeedsDecode) {
     ++n;
   }
   EXPECT_GE(n, 6);
+}
+
+// A full disk (a file size limit in a child) fails the write with an error,
+// leaves the old snapshot intact and no temp file behind.
+TEST(KvStoreCrash, DiskFullKeepsTheOldSnapshot) {
+  auto c = make("bf16");
+  const int s1 = fill(*c, 10, 21), s2 = fill(*c, 200, 22);
+  const std::vector<uint8_t> small = snapshot_of(*c, s1, 10), big = snapshot_of(*c, s2, 200);
+  ASSERT_LT(small.size(), size_t{64} << 10);
+  ASSERT_GT(big.size(), size_t{64} << 10);
+  const fs::path dir = fs::temp_directory_path() / ("tkv_full_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string target = (dir / "snap.tkv").string();
+  ASSERT_TRUE(write_file_atomic(target, small).ok());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{64 << 10, 64 << 10};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    const Status st = write_file_atomic(target, big);
+    ::_exit(st.ok() ? 1 : st.message().find("cannot write") != std::string::npos ? 0 : 2);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the write succeeded, 2: another error";
+  EXPECT_EQ(read_whole_file(target).value(), small);
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1);  // no temp file left
+  fs::remove_all(dir);
 }
 
 // A child rewrites the target with snapshot A or B in a loop and is killed at a
