@@ -60,7 +60,8 @@ struct Fixture {
   Fixture(const Shape& sh, const Scheme& sc, int64_t n_ctx) {
     const int d = sh.head_dim, nkv = sh.n_kv_heads;
     quant::KvScheme s{sc.kind, sc.kb, sc.vb, d};
-    row_bytes = kernels::kv_segment_row_bytes(sc.is_bf16, s, d);
+    const kernels::KvPageFormat fmt{s, nkv, kPage};
+    row_bytes = fmt.rows().row_bytes;
     const int64_t n_pages = (n_ctx + kPage - 1) / kPage;
     pool.assign(static_cast<size_t>(n_pages * nkv * kPage * row_bytes + kernels::kKvPoolTailPad),
                 0);
@@ -97,7 +98,7 @@ struct Fixture {
     q.resize(static_cast<size_t>(sh.n_heads * d));
     for (auto& x : q) x = nd(rng);
     out.resize(q.size());
-    view = {sc.is_bf16, s, d, nkv, kPage, pool.data(), pages.data(), 0, n_ctx};
+    view = {fmt, pool.data(), pages.data(), 0, n_ctx};
   }
 };
 

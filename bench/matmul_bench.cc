@@ -126,7 +126,9 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   };
   for (const Shape& s : shapes) {
     for (int threads : {1, 2}) {
-      b->Args({static_cast<int64_t>(s.type), s.n_in, s.n_out, 1, threads});
+      // 1: decode of one sequence; 4, 16: a batched decode step; 512: prefill.
+      for (int64_t n : {1, 4, 16})
+        b->Args({static_cast<int64_t>(s.type), s.n_in, s.n_out, n, threads});
       if (s.prefill) b->Args({static_cast<int64_t>(s.type), s.n_in, s.n_out, 512, threads});
     }
   }

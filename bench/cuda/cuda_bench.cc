@@ -2,7 +2,8 @@
 // turbokv bf16) at the Llama-3-8B attention shape (32 q heads, 8 kv heads, d 128),
 // batch {1,8,32} x context {4k,32k,128k}: median µs over timed calls (CUDA events),
 // GB/s on the bytes read (decode_bytes_read) and % of the measured D2D copy
-// bandwidth (read + write); plus encode throughput. Writes JSON (--out).
+// bandwidth (read + write); plus encode throughput. Writes JSON (--out). --gemv: the
+// decode GEMV over GGUF weights instead (gemv_bench.cc).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "base/check.h"
 #include "base/status.h"
 #include "bench/cuda/fill_cuda.h"
+#include "bench/cuda/gemv_bench.h"
 #include "bench/cuda/timing_cuda.h"
 #include "device/cuda_check.h"
 #include "device/device.h"
@@ -28,26 +30,6 @@
 
 namespace tkv::bench {
 namespace {
-
-using kernels::PagedKvFormat;
-
-void* dmalloc(int64_t bytes) {
-  void* p = nullptr;
-  TKV_CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(bytes, 16)));
-  return p;
-}
-
-double copy_gbs() {
-  const int64_t n = int64_t(1) << 31;
-  void* a = dmalloc(n);
-  void* b = dmalloc(n);
-  TKV_CUDA_CHECK(fill_random_bytes(static_cast<uint8_t*>(a), n, 1));
-  const double us =
-      median_us([&] { TKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
-  TKV_CUDA_CHECK(cudaFree(a));
-  TKV_CUDA_CHECK(cudaFree(b));
-  return 2.0 * n / (us * 1e-6) / 1e9;
-}
 
 int g_page = 64;  // --page: tokens per page (64 = kvcache::CacheOptions' default; vLLM uses 16)
 bool g_shuffle = true;  // --no-shuffle: pages of a sequence in allocation order
@@ -69,31 +51,31 @@ double read_gbs() {
 
 struct Scheme {
   const char* name;
-  PagedKvFormat f;
+  quant::KvScheme f;
 };
 
 nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, int sm_count,
                             int minb, bool general, int part) {
   const int n_kv = 8, n_heads = 32, page = g_page;
-  const PagedKvFormat& f = sc.f;
+  const quant::KvScheme& f = sc.f;
   const int64_t pages = (int64_t)batch * ctx / page, rows = pages * page * n_kv;
-  auto* k = static_cast<uint8_t*>(dmalloc(rows * f.k_row_bytes()));
-  auto* v = static_cast<uint8_t*>(dmalloc(rows * f.v_row_bytes()));
+  auto* k = static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(f).k_data_bytes));
+  auto* v = static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(f).v_data_bytes));
   uint16_t* ks = nullptr;
   uint16_t* kz = nullptr;
   uint16_t* vs = nullptr;
-  if (f.bf16) {
+  if (f.is_float()) {
     TKV_CUDA_CHECK(fill_random_bf16(reinterpret_cast<uint16_t*>(k), rows * f.head_dim, 2));
     TKV_CUDA_CHECK(fill_random_bf16(reinterpret_cast<uint16_t*>(v), rows * f.head_dim, 3));
   } else {
-    TKV_CUDA_CHECK(fill_random_bytes(k, rows * f.k_row_bytes(), 2));
-    TKV_CUDA_CHECK(fill_random_bytes(v, rows * f.v_row_bytes(), 3));
-    ks = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
-    kz = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
-    vs = static_cast<uint16_t*>(dmalloc(rows * f.n_groups() * 2));
-    TKV_CUDA_CHECK(fill_random_f16(ks, rows * f.n_groups(), 4, false));
-    TKV_CUDA_CHECK(fill_random_f16(kz, rows * f.n_groups(), 5, true));
-    TKV_CUDA_CHECK(fill_random_f16(vs, rows * f.n_groups(), 6, false));
+    TKV_CUDA_CHECK(fill_random_bytes(k, rows * quant::kv_row_layout_of(f).k_data_bytes, 2));
+    TKV_CUDA_CHECK(fill_random_bytes(v, rows * quant::kv_row_layout_of(f).v_data_bytes, 3));
+    ks = static_cast<uint16_t*>(dmalloc(rows * (f.head_dim / quant::kTurboGroup) * 2));
+    kz = static_cast<uint16_t*>(dmalloc(rows * (f.head_dim / quant::kTurboGroup) * 2));
+    vs = static_cast<uint16_t*>(dmalloc(rows * (f.head_dim / quant::kTurboGroup) * 2));
+    TKV_CUDA_CHECK(fill_random_f16(ks, rows * (f.head_dim / quant::kTurboGroup), 4, false));
+    TKV_CUDA_CHECK(fill_random_f16(kz, rows * (f.head_dim / quant::kTurboGroup), 5, true));
+    TKV_CUDA_CHECK(fill_random_f16(vs, rows * (f.head_dim / quant::kTurboGroup), 6, false));
   }
   // Page table: each sequence owns ctx/page pages, in a shuffled order (a used cache).
   std::vector<int32_t> indices(pages), indptr(batch + 1), lens(batch, ctx);
@@ -111,7 +93,7 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   TKV_CUDA_CHECK(fill_random_bf16(q, (int64_t)batch * n_heads * f.head_dim, 7));
 
   kernels::DecodeCudaParams p;
-  p.kv = {f, n_kv, page, k, v, ks, kz, vs, d_indptr, d_indices, d_lens};
+  p.kv = {{f, n_kv, page}, k, v, ks, kz, vs, d_indptr, d_indices, d_lens};
   if (!g_csr)
     p.kv.page_stride = ctx / page,
     p.kv.page_indptr = nullptr;  // the same entries as rows of ctx/page
@@ -147,7 +129,8 @@ nlohmann::json bench_decode(const Scheme& sc, int batch, int ctx, double copy, i
   // last slot and the decode after it, back to back (flush before; events around both), with a
   // plain and a programmatic (PDL) decode launch; the encode alone for the difference.
   double step_us = 0, step_pdl_us = 0, enc_us = 0;
-  const bool step = g_step && !f.bf16 && p.merge_counters && kernels::decode_uses_tensor_cores(p);
+  const bool step =
+      g_step && !f.is_float() && p.merge_counters && kernels::decode_uses_tensor_cores(p);
   if (step) {
     const int64_t n_new = (int64_t)batch * n_kv * f.head_dim;
     auto* kn = static_cast<float*>(dmalloc(n_new * 4));
@@ -217,19 +200,22 @@ nlohmann::json bench_encode(const Scheme& sc) {
   auto* d_slots = static_cast<int32_t*>(dmalloc(n_tokens * 4));
   TKV_CUDA_CHECK(cudaMemcpy(d_slots, slots.data(), n_tokens * 4, cudaMemcpyHostToDevice));
   kernels::KvEncodeCudaParams p;
-  p.cache.format = sc.f;
-  p.cache.n_kv_heads = n_kv;
-  p.cache.k_data = static_cast<uint8_t*>(dmalloc(rows * sc.f.k_row_bytes()));
-  p.cache.v_data = static_cast<uint8_t*>(dmalloc(rows * sc.f.v_row_bytes()));
-  p.cache.k_scale = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
-  p.cache.k_zero = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
-  p.cache.v_scale = static_cast<uint16_t*>(dmalloc(rows * sc.f.n_groups() * 2));
+  p.cache.format = {sc.f, n_kv, 16};
+  p.cache.k_data =
+      static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(sc.f).k_data_bytes));
+  p.cache.v_data =
+      static_cast<uint8_t*>(dmalloc(rows * quant::kv_row_layout_of(sc.f).v_data_bytes));
+  p.cache.k_scale =
+      static_cast<uint16_t*>(dmalloc(rows * (sc.f.head_dim / quant::kTurboGroup) * 2));
+  p.cache.k_zero = static_cast<uint16_t*>(dmalloc(rows * (sc.f.head_dim / quant::kTurboGroup) * 2));
+  p.cache.v_scale =
+      static_cast<uint16_t*>(dmalloc(rows * (sc.f.head_dim / quant::kTurboGroup) * 2));
   p.n_tokens = n_tokens;
   p.k = k;
   p.v = v;
   p.slot_mapping = d_slots;
   const double us = median_us([&] { TKV_CHECK(kernels::kvcodec_encode_cuda(p).ok()); }, 20);
-  const int64_t bytes = rows * (2 * d * 4 + sc.f.row_bytes());
+  const int64_t bytes = rows * (2 * d * 4 + quant::kv_row_layout_of(sc.f).row_bytes);
   for (void* ptr : std::initializer_list<void*>{k, v, d_slots, p.cache.k_data, p.cache.v_data,
                                                 p.cache.k_scale, p.cache.k_zero, p.cache.v_scale})
     TKV_CUDA_CHECK(cudaFree(ptr));
@@ -249,12 +235,12 @@ nlohmann::json bench_encode(const Scheme& sc) {
 
 int run(int argc, char** argv) {
   std::string out_path = "cuda_bench.json";
-  bool quick = false, encode = true, general = false, no_copy = false;
+  bool quick = false, encode = true, general = false, no_copy = false, gemv = false;
   // --prealloc G: allocate, write and free G GiB first (tests whether an earlier large
   // allocation slows later schemes: docs/bench/cuda.md, "Sweep order").
   double prealloc_gib = 0;
-  std::string only_scheme;
-  int only_batch = 0, only_ctx = 0, minb = 0, part = 0;
+  std::string only_scheme, match;
+  int only_batch = 0, only_ctx = 0, minb = 0, part = 0, stage = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
@@ -274,11 +260,15 @@ int run(int argc, char** argv) {
     if (a == "--step") g_step = true;
     if (a == "--no-copy") no_copy = true;
     if (a == "--prealloc" && i + 1 < argc) prealloc_gib = std::atof(argv[++i]);
+    if (a == "--gemv") gemv = true;  // the decode GEMV instead (gemv_bench.cc)
+    if (a == "--match" && i + 1 < argc) match = argv[++i];  // --gemv: shapes whose label has it
+    if (a == "--stage" && i + 1 < argc) stage = std::atoi(argv[++i]);  // --gemv: stage bytes
   }
   if (device::cuda_device_count() == 0) {
     std::fprintf(stderr, "tkv_cuda_bench: %s\n", device::cuda_device_summary().c_str());
     return 2;
   }
+  if (gemv) return run_gemv(out_path.c_str(), quick, match, stage);
   cudaDeviceProp prop{};
   TKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   if (prealloc_gib > 0) {
@@ -294,11 +284,11 @@ int run(int argc, char** argv) {
   const double rd = no_copy ? 1.0 : read_gbs();
   std::printf("%s, copy %.0f GB/s (D2D, read + write), read-only %.0f GB/s\n",
               device::cuda_device_summary().c_str(), copy, rd);
-  const std::vector<Scheme> schemes = {{"k8v3", {false, 8, 3, true, 128}},
-                                       {"k8v4", {false, 8, 4, true, 128}},
-                                       {"k4v3", {false, 4, 3, true, 128}},
-                                       {"k4v2", {false, 4, 2, true, 128}},
-                                       {"bf16", {true, 16, 16, false, 128}}};
+  const std::vector<Scheme> schemes = {{"k8v3", {quant::KvKind::kTurbo, 8, 3, 128}},
+                                       {"k8v4", {quant::KvKind::kTurbo, 8, 4, 128}},
+                                       {"k4v3", {quant::KvKind::kTurbo, 4, 3, 128}},
+                                       {"k4v2", {quant::KvKind::kTurbo, 4, 2, 128}},
+                                       {"bf16", {quant::KvKind::kBf16, 16, 16, 128}}};
   nlohmann::json j = {
       {"gpu", prop.name},
       {"copy_gbs", copy},

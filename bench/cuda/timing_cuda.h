@@ -1,5 +1,6 @@
 // Timing of the CUDA benchmarks (tkv_cuda_bench, tkv_read_bw): CUDA events around each
-// call, median, after an L2-evicting read. Header-only (TKV_CUDA_CHECK aborts on error).
+// call, median, after an L2-evicting read; the copy-bandwidth reference. Header-only
+// (TKV_CUDA_CHECK aborts on error).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -46,6 +47,25 @@ double median_us(F&& fn, int iters, bool flush = true, int warm = 3) {
   TKV_CUDA_CHECK(cudaEventDestroy(b));
   std::sort(ms.begin(), ms.end());
   return 1e3 * ms[iters / 2];
+}
+
+inline void* dmalloc(int64_t bytes) {
+  void* p = nullptr;
+  TKV_CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(bytes, 16)));
+  return p;
+}
+
+// Device-to-device copy bandwidth of a 2 GiB cudaMemcpy, counting bytes read + written.
+inline double copy_gbs() {
+  const int64_t n = int64_t(1) << 31;
+  void* a = dmalloc(n);
+  void* b = dmalloc(n);
+  TKV_CUDA_CHECK(fill_random_bytes(static_cast<uint8_t*>(a), n, 1));
+  const double us =
+      median_us([&] { TKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
+  TKV_CUDA_CHECK(cudaFree(a));
+  TKV_CUDA_CHECK(cudaFree(b));
+  return 2.0 * n / (us * 1e-6) / 1e9;
 }
 
 }  // namespace tkv::bench

@@ -13,16 +13,18 @@
 # KV types for llama.cpp: bf16 -> f16/f16 (16 bits, llama.cpp's default cache type),
 # 8 -> q8_0/q8_0, turbo (k8v3) -> q8_0/q4_0 and turbo:k4v3 -> q4_0/q4_0: the nearest
 # llama.cpp block types at or above each scheme's key/value bits.
-# llama.cpp runs with OMP_WAIT_POLICY=passive (LLAMA_OMP_WAIT to change): its OpenMP
-# threads otherwise spin at every barrier, and on 2 cores shared with other jobs a
-# preempted thread leaves the other spinning (measured: 1.0 vs 17.6 tok/s decode).
+# llama.cpp runs with its own OpenMP wait policy (threads spin at every barrier):
+# run this on a quiet machine. On 2 cores shared with another job a preempted
+# spinning thread stalls the other (measured 1.0 vs 17.6 tok/s decode), and
+# LLAMA_OMP_WAIT=passive avoids that at a large cost of its own (one SmolLM2
+# sequence at 20 tok/s instead of 90-100): its figures are then no comparison.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 T="${T:-2}"; NGEN="${NGEN:-32}"; REPS="${REPS:-1}"
 CONC="${CONC:-1,4,16,64}"; CTX="${CTX:-512,4096}"; SCHEMES="${SCHEMES:-bf16 8 turbo turbo:k4v3}"
 MAX_PREFILL="${MAX_PREFILL:-32768}"; MAX_PREFILL_QWEN="${MAX_PREFILL_QWEN:-4096}"; TTFT_CTX="${TTFT_CTX:-2048}"
 FIT_CTX="${FIT_CTX:-4096}"; FIT_BUDGET="${FIT_BUDGET:-8GiB}"
-export OMP_WAIT_POLICY="${LLAMA_OMP_WAIT:-passive}"  # turbokv does not use OpenMP
+[ -n "${LLAMA_OMP_WAIT:-}" ] && export OMP_WAIT_POLICY="$LLAMA_OMP_WAIT"  # turbokv has no OpenMP
 BIN="$ROOT/build/cpu-release/tools/turbokv"
 LB="${TKV_PEER_DIR:-$HOME/.cache/turbokv/llama.cpp}/build/bin"
 MD="${TKV_MODEL_DIR:-$HOME/.cache/turbokv/models}"
@@ -131,7 +133,7 @@ for f in sorted(glob.glob(f"{out}/fit-*.json")):
 skipped = [json.loads(l) for l in open(f"{out}/skipped.jsonl")] if os.path.exists(f"{out}/skipped.jsonl") else []
 cpu = subprocess.run(["bash", "-c", "lscpu | grep 'Model name' | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
 kvmap = {"bf16": "f16/f16", "8": "q8_0/q8_0", "turbo": "q8_0/q4_0", "turbo:k8v3": "q8_0/q4_0", "turbo:k4v3": "q4_0/q4_0"}
-doc = {"cpu": cpu, "threads": T, "llama_omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "n_gen": ngen, "reps": reps, "llama_batched_bench": lbb.split("/")[-1],
+doc = {"cpu": cpu, "threads": T, "llama_omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "llama.cpp default"), "n_gen": ngen, "reps": reps, "llama_batched_bench": lbb.split("/")[-1],
        "kv_map": kvmap, "rows": rows, "single": depth, "ttft": ttft, "fit": fit, "skipped": skipped}
 json.dump(doc, open(dst, "w"), indent=1)
 print(f"{cpu}, {T} threads, -n {ngen}\n")

@@ -31,7 +31,7 @@ for f in sorted(glob.glob(f"{out}/*.json")):
 json.dump({"threads": int(T), "rows": rows}, open(f"{docs}/kv-cpu.json", "w"), indent=1)
 md = ["# KV schemes on the CPU: decode speed vs context", "",
       f"`bench/scripts/run-kv-cpu.sh {T}` ({T} threads; depth context = a prefill of random tokens, mapped in from the prefix cache for each test, "
-      "then 32 decode steps, median of 2 after a warm-up; reference path: 4 steps, 1 run). attention = wall time inside KvCache::attend per token.", "",
+      "then 32 decode steps, median of 2 after a warm-up; reference path: 4 steps, 1 run). attention = wall time of the KV write + ops::attention per token.", "",
       "| model | path | ctx | " + " | ".join(sorted({r['scheme'] for r in rows}, key=lambda s: s)) + " |", ""]
 schemes = sorted({r['scheme'] for r in rows})
 md = md[:-2] + ["| model | path | ctx | " + " | ".join(f"{s} tok/s (attn µs)" for s in schemes) + " |",

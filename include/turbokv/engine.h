@@ -71,6 +71,8 @@ struct EngineStats {
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
   double attention_ms = 0;  // wall time spent in KV attention since the engine started
+  // Speculative decoding since the engine started: draft tokens verified, kept.
+  int64_t spec_drafted_tokens = 0, spec_accepted_tokens = 0;
 };
 
 // The model's tokenizer, owned by the engine.

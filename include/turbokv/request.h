@@ -28,6 +28,22 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
+// Speculative decoding: a drafter guesses the next tokens, the model checks
+// them all in one forward step and keeps those it would have produced itself
+// (greedy: exactly its tokens; sampling: the same distribution). Per request,
+// so speculative and plain requests share the engine's batches. Ranges are
+// checked at submit.
+enum class SpecKind {
+  kNone,
+  kNgram,  // prompt lookup: continue an earlier occurrence of the last tokens
+};
+struct SpecParams {
+  SpecKind kind = SpecKind::kNone;
+  int max_draft = 8;  // [1, 32]: most draft tokens a step (adapted to the acceptance rate)
+  int ngram_max = 3;  // [1, 8]: ngram: longest suffix matched first ...
+  int ngram_min = 1;  // [1, ngram_max]: ... down to this length
+};
+
 // A token and its log-probability under the model's distribution (log-softmax
 // of the raw logits, before temperature and truncation).
 struct TokenLogprob {
@@ -57,6 +73,8 @@ struct Timings {
   int64_t decode_tokens = 0;     // tokens sampled after the first
   double decode_ms = 0;          // first token -> finish
   int64_t preemptions = 0;       // times the request was preempted (KV freed, recomputed)
+  int64_t drafted_tokens = 0;    // speculative draft tokens verified
+  int64_t accepted_tokens = 0;   // ... of which kept (each one a forward step saved)
   double decode_tok_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }
 };
 
@@ -92,6 +110,7 @@ struct Request {
   int priority = 0;                  // higher first; first come first served within
   bool ignore_eos = false;           // keep going past end-of-generation tokens
   int logprobs = -1;                 // < 0: off; k in [0, 20]: sampled token's logprob + top k
+  SpecParams spec;                   // speculative decoding (off by default)
   // KV snapshots (docs/kv-format.md, "Snapshots"). save_session: when the
   // request ends, its KV (prompt + generated tokens but the last, which has no
   // KV yet) is written atomically to this path; Event::session_error says if not.

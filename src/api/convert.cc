@@ -35,9 +35,9 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
   o.cache.page_size = c.page_size;
   o.cache.quant_start = c.quant_start;
   o.cache.swa_bf16 = c.swa_bf16;
-  o.cache.attn = c.attn == AttnPath::kReference ? tkv::kv::AttnPath::kReference
-                 : c.attn == AttnPath::kVerify  ? tkv::kv::AttnPath::kVerify
-                                                : tkv::kv::AttnPath::kFused;
+  o.attn = c.attn == AttnPath::kReference ? tkv::ops::AttnMode::kReference
+           : c.attn == AttnPath::kVerify  ? tkv::ops::AttnMode::kVerify
+                                          : tkv::ops::AttnMode::kFused;
   o.context = c.context;
   o.max_seqs = c.max_seqs;
   o.n_threads = c.threads;
@@ -60,6 +60,10 @@ rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
   q.sampling.frequency_penalty = r.sampling.frequency_penalty;
   q.sampling.presence_penalty = r.sampling.presence_penalty;
   q.sampling.seed = r.sampling.seed;
+  q.spec.kind = r.spec.kind == SpecKind::kNgram ? rt::spec::Kind::kNgram : rt::spec::Kind::kNone;
+  q.spec.max_draft = r.spec.max_draft;
+  q.spec.ngram_max = r.spec.ngram_max;
+  q.spec.ngram_min = r.spec.ngram_min;
   q.stop_strings = r.stop;
   q.stop_tokens = r.stop_tokens;
   q.max_tokens = r.max_tokens;
@@ -106,6 +110,8 @@ Timings to_public(const rt::Timings& t) {
   p.decode_tokens = t.decode_tokens;
   p.decode_ms = t.decode_ms;
   p.preemptions = t.preemptions;
+  p.drafted_tokens = t.drafted_tokens;
+  p.accepted_tokens = t.accepted_tokens;
   return p;
 }
 

@@ -102,7 +102,7 @@ KvInfo Engine::kv_info() const {
   k.pool_tokens = impl_->loop->pool_tokens();
   k.context = impl_->loop->context();
   k.page_size = impl_->cfg.page_size;
-  const tkv::kv::AttnCheck v = c.attn_check();
+  const tkv::ops::AttnCheck v = impl_->loop->model().attn_check();
   k.verify_calls = v.calls;
   k.verify_max_abs_err = v.max_abs_err;
   k.verify_max_abs_out = v.max_abs_out;
@@ -138,6 +138,8 @@ EngineStats Engine::stats() const {
   e.preemptions = s.preemptions;
   e.prefix_hits = s.prefix_hits;
   e.prefix_tokens_reused = s.prefix_tokens_reused;
+  e.spec_drafted_tokens = s.spec_drafted;
+  e.spec_accepted_tokens = s.spec_accepted;
   e.attention_ms = s.attention_ms;
   return e;
 }

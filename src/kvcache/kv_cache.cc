@@ -16,14 +16,6 @@ Status check_kv_scheme_syntax(const std::string& scheme) {
   return Status();
 }
 
-Result<AttnPath> parse_attn_path(const std::string& text) {
-  if (text == "fused") return AttnPath::kFused;
-  if (text == "reference") return AttnPath::kReference;
-  if (text == "verify") return AttnPath::kVerify;
-  return invalid_argument("[kvcache] unknown --kv-attn '{}' (valid: fused | reference | verify)",
-                          text);
-}
-
 Result<bool> parse_swa_mode(const std::string& text) {
   if (text == "quant") return false;
   if (text == "bf16") return true;

@@ -1,6 +1,7 @@
-// The one KV-cache interface every architecture writes to and attends through.
+// The one KV-cache interface every architecture writes to and reads pages from.
 // A forward pass over n new tokens of a sequence calls reserve() once, then
-// write() + attend() per layer, then commit(). Implementations (bf16, affine,
+// write() + view() per layer (attention itself is ops::attention over the view),
+// then commit(). Implementations (bf16, affine,
 // TurboQuant) own their page pools; PageTable does the host bookkeeping.
 #pragma once
 #include <cstdint>
@@ -9,8 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "base/thread_pool.h"
-#include "kernels/attention/attention.h"
+#include "kernels/attention/kv_page.h"
 #include "kvcache/kv_store.h"
 
 namespace tkv::kv {
@@ -22,35 +22,14 @@ struct KvShape {
   std::vector<int64_t> layer_window;  // [n_layers] 0 = full attention, else sliding window size
 };
 
-// Which attention kernel a quantized cache runs (--kv-attn). kVerify runs the
-// fused kernel, then the reference on the same call, keeps the fused output and
-// records how far apart they were (KvCache::attn_check()): the in-model check
-// that the fused kernel computes what the oracle does, on real activations.
-enum class AttnPath { kFused, kReference, kVerify };
-
-// What --kv-attn verify saw over all attend() calls so far. The reference is fed
-// the fused kernel's own query (its int8 query on quantized keys,
-// kernels::RefQuery::kAsFused), so the two differ by fp32 rounding alone; the
-// int8 query's own deviation from the fp32-query reference is recorded apart,
-// with its ratio to the derived bound (kernels/attention/attention_fused_bound.h).
-struct AttnCheck {
-  int64_t calls = 0;
-  double max_abs_err = 0;         // max |fused - reference| over every output element
-  double max_abs_out = 0;         // max |reference| (the scale of that error)
-  double max_rel_err = 0;         // max over calls of max|diff| / max(max|ref|, 1e-30)
-  double max_rel_err_fp32q = 0;   // the same against the fp32-query reference
-  double max_err_over_bound = 0;  // max over calls of max|fused - fp32-query ref| / bound
-};
-
 struct CacheOptions {
   std::string scheme = "bf16";  // as given to --kv-quant
   int page_size = 64;           // tokens per page
   int64_t max_tokens = 4096;    // pool capacity in tokens (all sequences together)
   int max_seqs = 8;
-  int64_t quant_start = 0;           // --kv-quant-start: positions < quant_start stay bf16
-  bool swa_bf16 = false;             // --kv-quant-swa bf16: sliding-window layers stay bf16
-  AttnPath attn = AttnPath::kFused;  // --kv-attn fused | reference | verify
-  int64_t max_chunk_tokens = 4096;   // largest n_new of one reserve (sizes sliding-window pools)
+  int64_t quant_start = 0;          // --kv-quant-start: positions < quant_start stay bf16
+  bool swa_bf16 = false;            // --kv-quant-swa bf16: sliding-window layers stay bf16
+  int64_t max_chunk_tokens = 4096;  // largest n_new of one reserve (sizes sliding-window pools)
   // --kv-budget: the most bytes the pools may take; creation fails past it.
   // 0 = default_kv_budget(0).
   size_t budget_bytes = 0;
@@ -81,8 +60,7 @@ size_t default_kv_budget(size_t reserved_bytes);
 // The one parser of the --kv-* flag values; errors list the valid forms.
 // Scheme syntax only (head_dim is checked when the cache is built for a model).
 Status check_kv_scheme_syntax(const std::string& scheme);
-Result<AttnPath> parse_attn_path(const std::string& text);  // "fused" | "reference" | "verify"
-Result<bool> parse_swa_mode(const std::string& text);       // "quant" -> false | "bf16" -> true
+Result<bool> parse_swa_mode(const std::string& text);  // "quant" -> false | "bf16" -> true
 
 // Memory model of a cache: bytes per token over all layers (sliding-window layers
 // counted as if they kept every token), and the fixed bytes per sequence of the
@@ -133,9 +111,10 @@ class KvCache {
   // k, v: [n_tokens, n_kv_heads, head_dim] fp32 for positions [pos0, pos0 + n_tokens).
   virtual void write(int layer, int seq, int64_t pos0, int64_t n_tokens, const float* k,
                      const float* v) = 0;
-  // Causal attention of a.n_q queries at a.q_pos0.. over everything written so
-  // far for (layer, seq), including this pass's write().
-  virtual void attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPool& pool) = 0;
+  // The pages of (layer, seq) holding positions [0, n_tokens), written so far
+  // (this pass's write() included, before commit). The view stays valid until the
+  // next reserve/trim/free of seq; ops::attention reads it.
+  virtual kernels::KvView view(int layer, int seq, int64_t n_tokens) const = 0;
   virtual void commit(int seq, int64_t n_new) = 0;
 
   virtual const KvShape& shape() const = 0;
@@ -145,9 +124,6 @@ class KvCache {
   // Bytes actually allocated for pools (measured from the allocations).
   virtual size_t allocated_bytes() const = 0;
   virtual int64_t capacity_tokens() const = 0;
-  // Fused-vs-reference agreement under AttnPath::kVerify (all zero otherwise).
-  virtual AttnCheck attn_check() const = 0;
-
   // Snapshots (kv_store.h). The header fields this cache's bytes depend on
   // (model_id and key_center are the caller's; no tokens), or an error for a
   // layout snapshots do not support yet (sliding-window layers).

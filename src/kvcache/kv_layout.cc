@@ -37,16 +37,19 @@ Status add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o,
         std::min(full_pages, o.max_seqs * (ceil_div(n_tokens_per_seq, o.page_size) + 1));
     return window > 0 ? std::min(cap, win_pages) : cap;
   };
+  // bf16 rows for the --kv-quant-start prefix, --kv-quant-swa bf16 and a bf16 cache;
+  // an f16 cache keeps its own kind.
+  const quant::KvScheme bf16{quant::KvKind::kBf16, 16, 16, shape.head_dim};
+  const quant::KvScheme own = !is_float ? scheme : scheme.is_float() ? scheme : bf16;
   const bool prefix = !is_float && o.quant_start > 0;
   if (prefix) {
     grp.stores.push_back(static_cast<int>(lay.stores.size()));
-    lay.stores.push_back({g, true, scheme, 0, o.quant_start, window, pages_for(o.quant_start)});
+    lay.stores.push_back({g, bf16, 0, o.quant_start, window, pages_for(o.quant_start)});
   }
   grp.stores.push_back(static_cast<int>(lay.stores.size()));
-  lay.stores.push_back({g, is_float, scheme, prefix ? o.quant_start : 0, kNoEnd, window,
+  lay.stores.push_back({g, own, prefix ? o.quant_start : 0, kNoEnd, window,
                         window > 0 ? std::min(full_pages, win_pages) : full_pages});
-  const size_t row =
-      static_cast<size_t>(kernels::kv_segment_row_bytes(is_float, scheme, shape.head_dim));
+  const size_t row = static_cast<size_t>(quant::kv_row_layout_of(own).row_bytes);
   const size_t per_tok = row * static_cast<size_t>(shape.n_kv_heads) * grp.layers.size();
   lay.memory.bytes_per_token += per_tok;
   if (window > 0) {
@@ -65,8 +68,7 @@ Status add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o,
   const size_t n_layers = grp.layers.size();
   for (int sid : grp.stores) {
     const StoreSpec& sp = lay.stores[static_cast<size_t>(sid)];
-    const size_t srow =
-        static_cast<size_t>(kernels::kv_segment_row_bytes(sp.is_float, scheme, shape.head_dim));
+    const size_t srow = static_cast<size_t>(quant::kv_row_layout_of(sp.scheme).row_bytes);
     size_t b = 0;
     if (!checked_mul(srow * static_cast<size_t>(shape.n_kv_heads),
                      static_cast<size_t>(o.page_size) * static_cast<size_t>(sp.n_pages), &b) ||

@@ -16,9 +16,8 @@ constexpr int64_t kNoEnd = INT64_MAX / 4;
 
 // One format over one position range of one layer group.
 struct StoreSpec {
-  int group = 0;  // index into CacheLayout::groups
-  bool is_float = true;
-  quant::KvScheme scheme;           // when !is_float
+  int group = 0;                    // index into CacheLayout::groups
+  quant::KvScheme scheme;           // bf16/f16 rows (scheme.is_float()) or the --kv-quant scheme
   int64_t begin = 0, end = kNoEnd;  // positions [begin, end)
   int64_t window = 0;               // 0 = full attention, else the group's largest window
   int64_t n_pages = 0;

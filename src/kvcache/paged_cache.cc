@@ -6,15 +6,12 @@
 #include "kvcache/paged_cache.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <mutex>
-#include <tuple>
 #include <utility>
 
 #include "base/check.h"
 #include "base/log.h"
-#include "kernels/attention/attention_fused_bound.h"
 #include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "kvcache/paged_cache_impl.h"
@@ -37,7 +34,7 @@ Status PagedCache::allocate() {
   for (const StoreSpec& sp : lay_.stores) {
     Store st;
     st.spec = sp;
-    st.row_bytes = kernels::kv_segment_row_bytes(sp.is_float, sp.scheme, shape_.head_dim);
+    st.row_bytes = quant::kv_row_layout_of(sp.scheme).row_bytes;
     st.page_bytes = st.row_bytes * shape_.n_kv_heads * opts_.page_size;
     st.pt = std::make_unique<PageTable>(sp.n_pages, opts_.page_size, opts_.max_seqs);
     const size_t bytes = static_cast<size_t>(st.page_bytes * sp.n_pages + kernels::kKvPoolTailPad);
@@ -134,7 +131,7 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
   const auto& pages = st.pt->pages(seq);
   std::vector<float> kh, vh;
   const quant::KvRowLayout lay =
-      st.spec.is_float ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
+      st.spec.scheme.is_float() ? quant::KvRowLayout{} : quant::kv_row_layout(st.spec.scheme);
   for (int64_t t = a; t < b;) {
     const int64_t local = t - st.spec.begin;
     const int in_page = static_cast<int>(local % ps);
@@ -146,7 +143,7 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
                      (int64_t{h} * ps + in_page) * st.row_bytes;
       const float* ks = k + ((t - pos0) * nkv + h) * d;
       const float* vs = v + ((t - pos0) * nkv + h) * d;
-      if (st.spec.is_float) {
+      if (st.spec.scheme.is_float()) {
         const bool f16 = st.spec.scheme.kind == quant::KvKind::kF16;
         for (int r = 0; r < run; ++r) {
           auto* row = reinterpret_cast<uint16_t*>(dst + r * st.row_bytes);
@@ -187,77 +184,20 @@ void PagedCache::write(int layer, int seq, int64_t pos0, int64_t n, const float*
     write_store(stores_[static_cast<size_t>(s)], ls.slot, seq, pos0, n, k, v);
 }
 
-void PagedCache::attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPool& pool) {
+kernels::KvView PagedCache::view(int layer, int seq, int64_t n_tokens) const {
   const LayerSlot& ls = lay_.layer_slots[static_cast<size_t>(layer)];
-  const int64_t len = a.q_pos0 + a.n_q;  // written this pass, committed later
-  kernels::KvSegmentView segs[2];
-  int n_segs = 0;
+  kernels::KvView kv;
   for (int s : lay_.groups[static_cast<size_t>(ls.group)].stores) {
     const Store& st = stores_[static_cast<size_t>(s)];
-    kernels::KvSegmentView& v = segs[n_segs];
-    v.is_float = st.spec.is_float;
-    v.scheme = st.spec.scheme;
-    v.head_dim = shape_.head_dim;
-    v.n_kv_heads = shape_.n_kv_heads;
-    v.page_size = opts_.page_size;
+    kernels::KvSegmentView& v = kv.segs[kv.n_segs];
+    v.format = {st.spec.scheme, shape_.n_kv_heads, opts_.page_size};
     v.pool = st.pools[static_cast<size_t>(ls.slot)].get();
     v.page_ids = st.pt->pages(seq).data();
     v.pos0 = st.spec.begin;
-    v.n_kv = st.local(len);
-    if (v.n_kv > 0) ++n_segs;
+    v.n_kv = st.local(n_tokens);
+    if (v.n_kv > 0) ++kv.n_segs;
   }
-  TKV_CHECK(n_segs > 0);
-  if (opts_.attn == AttnPath::kReference) {
-    kernels::attention_paged_ref(segs, n_segs, a);
-    return;
-  }
-  kernels::attention_paged_fused_cpu(segs, n_segs, a, pool);
-  if (opts_.attn == AttnPath::kVerify) verify(segs, n_segs, a);
-}
-
-// max |out - ref| and max |ref| of one call.
-std::pair<double, double> diff(const std::vector<float>& ref, const float* out) {
-  double err = 0, mag = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(ref[i] - out[i])));
-    mag = std::max(mag, static_cast<double>(std::fabs(ref[i])));
-  }
-  return {err, mag};
-}
-
-void PagedCache::verify(const kernels::KvSegmentView* segs, int n_segs,
-                        const kernels::AttnArgs& a) {
-  std::vector<float> ref(static_cast<size_t>(a.n_q * a.n_heads * shape_.head_dim));
-  kernels::AttnArgs r = a;
-  r.out = ref.data();
-  kernels::attention_paged_ref(segs, n_segs, r, kernels::RefQuery::kAsFused);
-  const auto [err, mag] = diff(ref, a.out);
-  const double rel = err / std::max(mag, 1e-30);
-  // The int8 query's deviation (segments scored with the fp32 query have none).
-  double err32 = err, mag32 = mag;
-  if (std::any_of(segs, segs + n_segs, kernels::fused_int8_query)) {
-    kernels::attention_paged_ref(segs, n_segs, r);
-    std::tie(err32, mag32) = diff(ref, a.out);
-  }
-  const double over = err32 / kernels::fused_attention_bound(segs, n_segs, a);
-  std::lock_guard<std::mutex> lk(check_mu_);
-  // fp32 attention agrees to ~1e-6 relative; 1e-4 means a kernel bug, say so once.
-  if (rel > 1e-4 && check_.max_rel_err <= 1e-4)
-    TKV_LOG_WARN(
-        "[kvcache] --kv-attn verify: fused and reference differ by {:.3g} (max |out| {:.3g}) at "
-        "q_pos0 {} n_q {}",
-        err, mag, a.q_pos0, a.n_q);
-  if (over > 1 && check_.max_err_over_bound <= 1)
-    TKV_LOG_WARN(
-        "[kvcache] --kv-attn verify: fused differs from the fp32-query reference by {:.3g}, "
-        "{:.3g}x its derived bound, at q_pos0 {} n_q {}",
-        err32, over, a.q_pos0, a.n_q);
-  ++check_.calls;
-  check_.max_abs_err = std::max(check_.max_abs_err, err);
-  check_.max_abs_out = std::max(check_.max_abs_out, mag);
-  check_.max_rel_err = std::max(check_.max_rel_err, rel);
-  check_.max_rel_err_fp32q = std::max(check_.max_rel_err_fp32q, err32 / std::max(mag32, 1e-30));
-  check_.max_err_over_bound = std::max(check_.max_err_over_bound, over);
+  return kv;
 }
 
 }  // namespace paged

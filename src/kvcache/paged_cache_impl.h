@@ -1,10 +1,9 @@
 // PagedCache, the one KvCache implementation (internal to src/kvcache; callers
-// use create_paged_cache). Split over paged_cache.cc (stores, write, attend) and
+// use create_paged_cache). Split over paged_cache.cc (stores, write, view) and
 // paged_cache_prefix.cc (prefix sharing). Layout: docs/kv-cache.md.
 #pragma once
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "kernels/attention/attention_quant.h"
@@ -41,7 +40,7 @@ class PagedCache final : public KvCache {
   Status reserve(int seq, int64_t n_new) override;
   void commit(int seq, int64_t n_new) override;
   void write(int layer, int seq, int64_t pos0, int64_t n, const float* k, const float* v) override;
-  void attend(int layer, int seq, const kernels::AttnArgs& a, ThreadPool& pool) override;
+  kernels::KvView view(int layer, int seq, int64_t n_tokens) const override;
 
   int64_t attach_prefix(int seq, const int32_t* tokens, int64_t n) override;
   void publish_prefix(int seq, const int32_t* tokens, int64_t n) override;
@@ -54,10 +53,6 @@ class PagedCache final : public KvCache {
   size_t bytes_per_token() const override { return lay_.memory.bytes_per_token; }
   size_t allocated_bytes() const override { return allocated_; }
   int64_t capacity_tokens() const override { return lay_.capacity_tokens; }
-  AttnCheck attn_check() const override {
-    std::lock_guard<std::mutex> lk(check_mu_);
-    return check_;
-  }
   // paged_cache_store.cc
   Result<SnapshotHeader> snapshot_header() const override;
   Status export_seq(int seq, int64_t n_tokens,
@@ -65,7 +60,6 @@ class PagedCache final : public KvCache {
   Status import_seq(int seq, const Snapshot& snap, int64_t n_tokens) override;
 
  private:
-  void verify(const kernels::KvSegmentView* segs, int n_segs, const kernels::AttnArgs& a);
   void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k,
                    const float* v);
   bool prefix_supported() const;
@@ -79,8 +73,6 @@ class PagedCache final : public KvCache {
   std::vector<Store> stores_;
   std::vector<int64_t> seq_len_;
   size_t allocated_ = 0;
-  mutable std::mutex check_mu_;  // attend() may run for several sequences at once
-  AttnCheck check_;
   bool prefix_on_ = false;    // set by allocate(): namespace given and layout supported
   PrefixStats prefix_stats_;  // lookups / tokens; page counts come from the stores
 };

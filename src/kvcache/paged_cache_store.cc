@@ -13,9 +13,7 @@ namespace tkv::kv::paged {
 namespace {
 
 int32_t store_kind(const StoreSpec& sp) {
-  if (!sp.is_float) return static_cast<int32_t>(sp.scheme.kind);
-  return static_cast<int32_t>(sp.scheme.kind == quant::KvKind::kF16 ? quant::KvKind::kF16
-                                                                    : quant::KvKind::kBf16);
+  return static_cast<int32_t>(sp.scheme.kind);  // a float store's scheme is bf16 or f16
 }
 
 }  // namespace
@@ -33,8 +31,8 @@ Result<SnapshotHeader> PagedCache::snapshot_header() const {
         static_cast<int32_t>(lay_.groups[static_cast<size_t>(st.spec.group)].layers.size());
     s.row_bytes = static_cast<int32_t>(st.row_bytes);
     s.kind = store_kind(st.spec);
-    s.k_bits = st.spec.is_float ? 16 : st.spec.scheme.k_bits;
-    s.v_bits = st.spec.is_float ? 16 : st.spec.scheme.v_bits;
+    s.k_bits = st.spec.scheme.is_float() ? 16 : st.spec.scheme.k_bits;
+    s.v_bits = st.spec.scheme.is_float() ? 16 : st.spec.scheme.v_bits;
     h.stores.push_back(s);
   }
   const SnapshotStore& main = h.stores.back();  // the scheme store

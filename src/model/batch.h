@@ -49,7 +49,7 @@ struct Workspace {
   std::vector<int32_t> pos;
   std::vector<float> logits;
   std::vector<int64_t> logits_row;
-  double attention_ms = 0;  // wall time inside KvCache::attend, summed until reset
+  double attention_ms = 0;  // wall time of KV writes + ops::attention, summed until reset
 
   const float* slice_logits(size_t slice, int64_t n_vocab) const {
     return logits.data() + logits_row[slice] * n_vocab;

@@ -16,8 +16,8 @@ void grow(std::vector<float>& v, size_t n) {
 }
 }  // namespace
 
-void Model::layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& cache,
-                          ThreadPool& pool) const {
+Status Model::layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& cache,
+                            ThreadPool& pool) const {
   const ModelConfig& c = cfg_;
   const LayerWeights& L = w_.layers[static_cast<size_t>(il)];
   const int64_t n = b.n_tokens(), d = c.d_model, hd = c.head_dim;
@@ -60,7 +60,8 @@ void Model::layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& ca
     a.q_pos0 = pos0;
     a.window = c.layer_window[static_cast<size_t>(il)];
     a.scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
-    cache.attend(il, s.seq, a, pool);
+    TKV_RETURN_IF_ERROR(
+        ops::attention(a, cache.view(il, s.seq, pos0 + s.n), attn_mode_, &attn_check_, pool));
   }
   ws.attention_ms += now_ms() - t0;
 
@@ -84,6 +85,7 @@ void Model::layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& ca
   if (c.post_norms)
     kernels::rms_norm(ws.h.data(), L.post_ffn_norm.data(), ws.h.data(), n, d, c.rms_eps);
   kernels::add_inplace(x, ws.h.data(), n * d);
+  return Status();
 }
 
 // Final norm and the vocabulary projection over the wanted rows only: one
@@ -162,7 +164,8 @@ Status Model::forward(const Batch& b, Workspace& ws, kv::KvCache& cache, ThreadP
 
   kernels::get_rows(w_.tok_embd, b.tokens.data(), n, ws.x.data());
   if (c.embed_scale != 1.0f) kernels::scale_inplace(ws.x.data(), c.embed_scale, n * c.d_model);
-  for (int il = 0; il < c.n_layers; ++il) layer_forward(il, b, ws, cache, pool);
+  for (int il = 0; il < c.n_layers; ++il)
+    TKV_RETURN_IF_ERROR(layer_forward(il, b, ws, cache, pool));
   for (const BatchSlice& s : b.slices) cache.commit(s.seq, s.n);
   output_logits(b, ws, pool);
   return Status();

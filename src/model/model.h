@@ -1,5 +1,6 @@
 // A loaded decoder-only transformer: config, weights (views into the mmapped
-// GGUF), and the forward pass that reads/writes K/V through kv::KvCache.
+// GGUF), and the forward pass that writes K/V through kv::KvCache and attends
+// over its page views with ops::attention.
 #pragma once
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "kvcache/kv_cache.h"
 #include "model/batch.h"
 #include "model/config.h"
+#include "ops/attention.h"
 
 namespace tkv::model {
 
@@ -56,18 +58,24 @@ class Model {
   // no longer eat the quantizer's range. No effect on models without K bias.
   void set_key_centering(bool on) { key_center_ = on; }
   bool key_centering_active() const { return key_center_ && cfg_.qkv_bias; }
+  // Which attention kernel the forward runs (--kv-attn); under kVerify,
+  // attn_check() holds the fused-vs-reference agreement so far (zero otherwise).
+  void set_attn_mode(ops::AttnMode m) { attn_mode_ = m; }
+  ops::AttnCheck attn_check() const { return attn_check_.totals(); }
 
  private:
   Model() = default;
   Status bind_weights();
-  void layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& cache,
-                     ThreadPool& pool) const;
+  Status layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& cache,
+                       ThreadPool& pool) const;
   void output_logits(const Batch& b, Workspace& ws, ThreadPool& pool) const;
 
   ModelConfig cfg_;
   std::unique_ptr<io::GgufFile> gguf_;
   Weights w_;
   bool key_center_ = true;
+  ops::AttnMode attn_mode_ = ops::AttnMode::kFused;
+  mutable ops::AttnCheckLog attn_check_;  // forward is const; the log is thread-safe
 };
 
 }  // namespace tkv::model

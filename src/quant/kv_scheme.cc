@@ -6,8 +6,6 @@
 #include <charconv>
 
 #include "base/check.h"
-#include "quant/affine_kv.h"
-#include "quant/turbo_k.h"
 
 namespace tkv::quant {
 namespace {
@@ -104,28 +102,7 @@ std::string kv_scheme_name(const KvScheme& s) {
 
 KvRowLayout kv_row_layout(const KvScheme& s) {
   TKV_CHECK(validate_kv_scheme(s).ok());
-  KvRowLayout l;
-  const int64_t d = s.head_dim;
-  l.k_data_bytes = d * s.k_bits / 8;
-  l.v_data_bytes = d * s.v_bits / 8;
-  if (s.kind == KvKind::kTurbo) {
-    l.k_scale_bytes = l.k_zero_bytes = l.v_scale_bytes = 2 * d / kTurboGroup;
-  } else if (s.kind == KvKind::kAffine) {
-    l.k_scale_bytes = l.k_zero_bytes = l.v_scale_bytes = l.v_zero_bytes = 2 * d / kAffineGroup;
-  }
-  int64_t off = 0;
-  const auto place = [&off](int64_t bytes, int64_t* offset) {
-    *offset = off;
-    off += bytes;
-  };
-  place(l.k_data_bytes, &l.k_data_offset);
-  place(l.v_data_bytes, &l.v_data_offset);
-  place(l.k_scale_bytes, &l.k_scale_offset);
-  place(l.k_zero_bytes, &l.k_zero_offset);
-  place(l.v_scale_bytes, &l.v_scale_offset);
-  place(l.v_zero_bytes, &l.v_zero_offset);
-  l.row_bytes = off;
-  return l;
+  return kv_row_layout_of(s);
 }
 
 int64_t kv_bytes_per_token_per_head(const KvScheme& s) {

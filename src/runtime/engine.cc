@@ -35,6 +35,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   e->pool_ = std::make_unique<ThreadPool>(nt > 0 ? nt : 1);
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(opts.model_path));
   e->model_->set_key_centering(opts.key_center);
+  e->model_->set_attn_mode(opts.attn);
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
   kv::CacheOptions co = opts.cache;
   co.budget_bytes = opts.kv_budget_bytes > 0 ? opts.kv_budget_bytes

@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "kvcache/kv_cache.h"
 #include "model/model.h"
+#include "ops/attention.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,6 +25,7 @@ struct EngineOptions {
   int n_threads = 0;       // 0 = all cores
   int ubatch = 512;        // prefill chunk
   bool key_center = true;  // --kv-key-center: store k - b_k (model.h); exact for attention
+  ops::AttnMode attn = ops::AttnMode::kFused;  // --kv-attn
   // --kv-budget: most bytes the KV pools may take; 0 = half of MemAvailable minus the model file.
   size_t kv_budget_bytes = 0;
 };

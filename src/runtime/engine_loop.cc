@@ -37,6 +37,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   e->opts_ = o;
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(o.model_path));
   e->model_->set_key_centering(o.key_center);
+  e->model_->set_attn_mode(o.attn);
   const std::string& mname = e->model_->config().name;
   const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
   kv::CacheOptions base = o.cache;
@@ -91,6 +92,7 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
       return invalid_argument("[engine] prompt token id {} out of range (valid: 0 to {})", t,
                               nv - 1);
   TKV_RETURN_IF_ERROR(sampling::validate(r.sampling));
+  TKV_RETURN_IF_ERROR(spec::validate(r.spec));
   if (r.logprobs > kMaxLogprobs)
     return invalid_argument("[engine] logprobs {} out of range (valid: < 0 off, 0 to {})",
                             r.logprobs, kMaxLogprobs);
@@ -157,6 +159,8 @@ void EngineLoop::publish_stats() {
   s.attention_ms = stats_.attention_ms;
   s.prefix_hits = stats_.prefix_hits;
   s.prefix_tokens_reused = stats_.prefix_tokens_reused;
+  s.spec_drafted = stats_.spec_drafted;
+  s.spec_accepted = stats_.spec_accepted;
   stats_ = s;
 }
 

@@ -18,6 +18,7 @@
 #include "kvcache/kv_cache.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "ops/attention.h"
 #include "runtime/kv_sizing.h"
 #include "runtime/request_state.h"
 #include "runtime/scheduler.h"
@@ -28,14 +29,15 @@ namespace tkv::runtime {
 
 struct LoopOptions {
   std::string model_path;
-  kv::CacheOptions cache;      // scheme, page_size, quant_start, swa_bf16, attn
-  int64_t context = 4096;      // most tokens one sequence holds (prompt + output)
-  int max_seqs = 8;            // sequences running at once
-  int n_threads = 0;           // 0 = all cores
-  size_t kv_budget_bytes = 0;  // 0 = half of available memory minus the model
-  int64_t step_tokens = 512;   // most tokens per forward step (>= max_seqs)
-  bool prefix_cache = true;    // reuse cached prompt prefixes (EngineLoop::admit)
-  bool key_center = true;      // store k - b_k (model.h)
+  kv::CacheOptions cache;                      // scheme, page_size, quant_start, swa_bf16
+  ops::AttnMode attn = ops::AttnMode::kFused;  // --kv-attn
+  int64_t context = 4096;                      // most tokens one sequence holds (prompt + output)
+  int max_seqs = 8;                            // sequences running at once
+  int n_threads = 0;                           // 0 = all cores
+  size_t kv_budget_bytes = 0;                  // 0 = half of available memory minus the model
+  int64_t step_tokens = 512;                   // most tokens per forward step (>= max_seqs)
+  bool prefix_cache = true;                    // reuse cached prompt prefixes (EngineLoop::admit)
+  bool key_center = true;                      // store k - b_k (model.h)
 };
 
 struct LoopStats {
@@ -45,6 +47,7 @@ struct LoopStats {
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
   double attention_ms = 0;  // wall time inside KV attention since the engine started
+  int64_t spec_drafted = 0, spec_accepted = 0;  // speculative draft tokens verified / kept
 };
 
 class EngineLoop {
@@ -85,7 +88,13 @@ class EngineLoop {
   bool step();                 // false when nothing ran
   void run_chunks(const StepPlan& p);
   // logits: the row tok was sampled from (for Event::logprob when asked).
-  void on_token(Sequence& s, int32_t tok, const float* logits);
+  // False when s finished (it is gone then).
+  bool on_token(Sequence& s, int32_t tok, const float* logits);
+  // Speculation (engine_spec.cc): offer s's next drafts to the scheduler; decide
+  // a verify chunk's rows [1 + c.n_draft, n_vocab], roll back what was rejected
+  // and stream what was kept.
+  void propose(Sequence& s);
+  void verify(Sequence& s, const PlannedChunk& c, const float* logits);
   void emit(Sequence& s, Event e);
   void finish(SeqId id, Finish why, const std::string& error = {});
   int64_t admit(SeqId id);

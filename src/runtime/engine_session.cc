@@ -67,7 +67,9 @@ void EngineLoop::save_session(const Sequence& s, Event* e) const {
     e->session_error = h.status().message();
     return;
   }
-  const int64_t n = cache_->seq_len(s.kv);
+  // A speculative run that ended inside its accepted drafts leaves their KV past
+  // the last streamed token: those rows are not part of the session.
+  const int64_t n = std::min<int64_t>(cache_->seq_len(s.kv), static_cast<int64_t>(s.tokens.size()));
   h.value().tokens.assign(s.tokens.begin(), s.tokens.begin() + n);
   std::vector<std::vector<uint8_t>> pages;
   Status st = cache_->export_seq(s.kv, n, &pages);

@@ -39,8 +39,11 @@ int64_t EngineLoop::admit(SeqId id) {
 // Indexes the full pages of what s's KV holds, so later requests (and this one,
 // recomputed after a preemption) can reuse them.
 void EngineLoop::publish(const Sequence& s) {
+  // The KV can hold more than tokens: drafts kept by verify() but not streamed
+  // because the sequence stopped inside the run.
   if (opts_.prefix_cache && !s.scoring() && s.kv >= 0)
-    cache_->publish_prefix(s.kv, s.tokens.data(), cache_->seq_len(s.kv));
+    cache_->publish_prefix(s.kv, s.tokens.data(),
+                           std::min(cache_->seq_len(s.kv), static_cast<int64_t>(s.tokens.size())));
 }
 
 bool EngineLoop::step() {
@@ -71,6 +74,12 @@ void EngineLoop::run_chunks(const StepPlan& p) {
                                                                       : model::LogitsWanted::kNone)
                                   : c.completes ? model::LogitsWanted::kLast
                                                 : model::LogitsWanted::kNone;
+    if (c.n_draft > 0) {  // a speculative decode: the last token + drafts, every row's logits
+      s.verify_tokens.assign(1, s.tokens[static_cast<size_t>(c.first)]);
+      s.verify_tokens.insert(s.verify_tokens.end(), s.draft.begin(), s.draft.begin() + c.n_draft);
+      batch_.add(s.kv, s.verify_tokens.data(), c.n, model::LogitsWanted::kAll);
+      continue;
+    }
     batch_.add(s.kv, s.tokens.data() + c.first, c.n, w);
     // A decode feeds the one token sampled last step; anything else is prefill.
     const bool decode =
@@ -88,22 +97,25 @@ void EngineLoop::run_chunks(const StepPlan& p) {
   for (size_t i = 0; i < p.chunks.size(); ++i) {
     const PlannedChunk& c = p.chunks[i];
     Sequence& s = *seqs_.at(c.id);
-    if (s.req.on_progress && c.n > 1)
+    if (s.req.on_progress && c.n > 1 && c.n_draft == 0)  // prefill chunks only
       s.req.on_progress(c.first + c.n, static_cast<int64_t>(s.tokens.size()));
     if (s.scoring()) {
       if (c.first >= s.req.logits_from) s.req.on_logits(c.first, c.n, ws_.slice_logits(i, nv));
       if (c.completes) finish(c.id, Finish::kLength);
+    } else if (c.n_draft > 0) {
+      verify(s, c, ws_.slice_logits(i, nv));
     } else if (c.completes) {
       if (c.n > 1 || s.n_generated() == 0) publish(s);  // the prompt is in: share it now
       const float* logits = ws_.slice_logits(i, nv);
       const auto n_prompt = static_cast<size_t>(s.n_prompt);
-      on_token(s, s.sampler.sample(logits, static_cast<int>(nv), s.tokens, n_prompt), logits);
+      if (on_token(s, s.sampler.sample(logits, static_cast<int>(nv), s.tokens, n_prompt), logits))
+        propose(s);
     }
   }
 }
 
 // A token was sampled for s: stream it, or end the sequence.
-void EngineLoop::on_token(Sequence& s, int32_t tok, const float* logits) {
+bool EngineLoop::on_token(Sequence& s, int32_t tok, const float* logits) {
   const double now = now_ms();
   if (s.first_token_ms < 0) {
     s.first_token_ms = now;
@@ -111,9 +123,15 @@ void EngineLoop::on_token(Sequence& s, int32_t tok, const float* logits) {
     s.timings.prefill_ms = now - s.admit_ms;
   }
   s.tokens.push_back(tok);
-  if (!s.req.ignore_eos && tok_->is_eog(tok)) return finish(s.id, Finish::kEos);
-  if (std::find(s.req.stop_tokens.begin(), s.req.stop_tokens.end(), tok) != s.req.stop_tokens.end())
-    return finish(s.id, Finish::kStopToken);
+  if (!s.req.ignore_eos && tok_->is_eog(tok)) {
+    finish(s.id, Finish::kEos);
+    return false;
+  }
+  if (std::find(s.req.stop_tokens.begin(), s.req.stop_tokens.end(), tok) !=
+      s.req.stop_tokens.end()) {
+    finish(s.id, Finish::kStopToken);
+    return false;
+  }
   const bool go_on = s.stop.add(tok_->token_to_piece(tok));
   Event e;
   e.token = tok;
@@ -123,13 +141,21 @@ void EngineLoop::on_token(Sequence& s, int32_t tok, const float* logits) {
                                          s.req.logprobs, &e.top_logprobs);
   s.text.clear();
   emit(s, std::move(e));
-  if (!go_on) return finish(s.id, Finish::kStopString);
-  if (s.req.max_tokens >= 0 && s.n_generated() >= s.req.max_tokens)
-    return finish(s.id, Finish::kLength);
-  // The KV holds every token but the last: one more would pass the context.
-  if (static_cast<int64_t>(s.tokens.size()) > opts_.context)
-    return finish(s.id, Finish::kContextFull);
+  Finish end = Finish::kNone;
+  if (!go_on) {
+    end = Finish::kStopString;
+  } else if (s.req.max_tokens >= 0 && s.n_generated() >= s.req.max_tokens) {
+    end = Finish::kLength;
+  } else if (static_cast<int64_t>(s.tokens.size()) > opts_.context) {
+    // The KV holds every token but the last: one more would pass the context.
+    end = Finish::kContextFull;
+  }
+  if (end != Finish::kNone) {
+    finish(s.id, end);
+    return false;
+  }
   sched_->append(s.id);
+  return true;
 }
 
 void EngineLoop::emit(Sequence& s, Event e) {

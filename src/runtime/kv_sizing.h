@@ -18,7 +18,7 @@ struct KvSizing {
   size_t pool_bytes = 0;
 };
 
-// base: scheme, page_size, quant_start, swa_bf16, attn, budget_bytes (0 = the
+// base: scheme, page_size, quant_start, swa_bf16, budget_bytes (0 = the
 // default budget, half of available memory minus model_bytes). The pool holds
 // as many tokens as fit the budget, at most max_seqs * context, at least one
 // context (else the error).

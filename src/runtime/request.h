@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvcache/kv_store.h"
+#include "runtime/spec/drafter.h"
 #include "sampling/sampler.h"
 
 namespace tkv::runtime {
@@ -35,6 +36,8 @@ struct Timings {
   int64_t decode_tokens = 0;     // tokens sampled after the first
   double decode_ms = 0;          // first token -> finish
   int64_t preemptions = 0;
+  int64_t drafted_tokens = 0;   // speculative draft tokens verified
+  int64_t accepted_tokens = 0;  // ... of which the target kept (each saved a step)
   double decode_tok_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }
 };
 
@@ -70,7 +73,8 @@ struct SeqRequest {
   int64_t max_tokens = 128;  // < 0: until an end, a stop or the context
   int priority = 0;          // higher first; FCFS within a priority
   bool ignore_eos = false;
-  int logprobs = -1;  // < 0: off; k in [0, 20]: each token's logprob and the top k
+  int logprobs = -1;       // < 0: off; k in [0, 20]: each token's logprob and the top k
+  spec::SpecOptions spec;  // speculative decoding (generation only)
   // Called on the engine thread for every event instead of queueing it.
   std::function<void(const Event&)> on_event;
   // Called on the engine thread after each prefill chunk: (tokens in, tokens to prefill).

@@ -104,7 +104,26 @@ void Scheduler::plan_running(StepPlan& p, int64_t& budget) {
   p.chunks.insert(p.chunks.end(), prefill.begin(), prefill.end());
 }
 
-void Scheduler::plan_admissions(StepPlan& p, int64_t budget,
+void Scheduler::plan_drafts(StepPlan& p, int64_t budget) {
+  for (PlannedChunk& c : p.chunks) {
+    Entry& e = seqs_.at(c.id);
+    if (c.n != 1 || !c.completes || e.n_draft == 0) continue;  // not a decode, or no offer
+    // The decode token is booked: drafts follow it at n_computed + 1.
+    const int64_t fit_pages = (e.pages + free_pages()) * c_.page_size - e.n_computed - 1;
+    const int64_t d = std::max<int64_t>(
+        0, std::min({e.n_draft, budget, c_.max_seq_tokens - e.n_computed - 1, fit_pages}));
+    const int64_t need = pages_for(e.n_computed + 1 + d) - e.pages;
+    if (need > 0) {
+      e.pages += need;
+      used_ += need;
+    }
+    c.n += d;
+    c.n_draft = d;
+    budget -= d;
+  }
+}
+
+void Scheduler::plan_admissions(StepPlan& p, int64_t& budget,
                                 const std::function<int64_t(SeqId)>& admit) {
   int running = n_running();
   for (SeqId id : ordered(false)) {
@@ -147,7 +166,11 @@ StepPlan Scheduler::plan(const std::function<int64_t(SeqId)>& admit) {
   plan_running(p, budget);
   // A step that had to preempt admits nobody: the pool is short, and the victim
   // would otherwise be re-admitted at once and thrash.
-  if (p.preempted.empty()) plan_admissions(p, budget, admit);
+  if (p.preempted.empty()) {
+    plan_admissions(p, budget, admit);
+    plan_drafts(p, budget);  // last: only leftover budget and pages, and it never preempts
+  }
+  for (auto& [id, e] : seqs_) e.n_draft = 0;  // an offer holds for one plan
   return p;
 }
 
@@ -162,6 +185,20 @@ void Scheduler::done(const StepPlan& p) {
 
 void Scheduler::append(SeqId id) {
   ++seqs_.at(id).n_tokens;
+}
+
+void Scheduler::set_draft(SeqId id, int64_t n) {
+  TKV_CHECK(n >= 0);
+  seqs_.at(id).n_draft = n;
+}
+
+void Scheduler::rollback(SeqId id, int64_t n) {
+  Entry& e = seqs_.at(id);
+  TKV_CHECK(n >= 0 && n <= e.n_computed);
+  e.n_computed -= n;
+  const int64_t keep = pages_for(e.n_computed);
+  used_ -= e.pages - keep;
+  e.pages = keep;
 }
 
 void Scheduler::finish(SeqId id) {

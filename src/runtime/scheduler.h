@@ -9,7 +9,8 @@
 // freed and it is recomputed later (prompt + generated tokens re-prefilled).
 // Order: higher priority first, first come first served within a priority, and
 // strict head-of-line admission, so a stream of short requests cannot starve a
-// long one.
+// long one. Speculative decoding: a decode may carry draft tokens (set_draft)
+// when budget, context and free pages allow; rejected ones are rolled back.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -37,12 +38,14 @@ struct ChunkRule {
 };
 
 // n tokens [first, first + n) of one sequence; `completes` when they reach the
-// sequence's last known token (its next-token logits are then wanted).
+// sequence's last known token (its next-token logits are then wanted). A
+// speculative decode's last n_draft tokens are drafts, after the known ones.
 struct PlannedChunk {
   SeqId id = 0;
   int64_t first = 0;
   int64_t n = 0;
   bool completes = false;
+  int64_t n_draft = 0;
 };
 
 struct StepPlan {
@@ -73,6 +76,12 @@ class Scheduler {
   void done(const StepPlan& p);
   // A token was sampled for id: one more known token to compute.
   void append(SeqId id);
+  // id's next decode may carry n draft tokens: after everything else is planned,
+  // as far as the leftover budget, the context and the free pages allow (drafts
+  // never preempt nor delay an admission); reset by each plan().
+  void set_draft(SeqId id, int64_t n);
+  // n of id's computed tokens (rejected drafts) left the KV: their pages return.
+  void rollback(SeqId id, int64_t n);
   // Removes id (finished); its pages return to the pool.
   void finish(SeqId id);
 
@@ -97,6 +106,7 @@ class Scheduler {
     int64_t n_tokens = 0;    // known tokens (prompt + sampled)
     int64_t n_computed = 0;  // tokens in the KV
     int64_t pages = 0;       // pages booked (for n_computed + the planned chunk)
+    int64_t n_draft = 0;     // draft tokens offered for the next decode
     ChunkRule rule;
   };
   // The most of n tokens e's next chunk may take under its ChunkRule.
@@ -105,8 +115,11 @@ class Scheduler {
   int64_t outstanding(const Entry& e) const;
   std::vector<SeqId> ordered(bool running) const;
   void preempt(SeqId id, Entry& e, StepPlan& p);
+  // Offered drafts join their decode chunks, senior first, as far as the
+  // budget, the context and the free pages allow; books their pages.
+  void plan_drafts(StepPlan& p, int64_t budget);
   void plan_running(StepPlan& p, int64_t& budget);
-  void plan_admissions(StepPlan& p, int64_t budget, const std::function<int64_t(SeqId)>& admit);
+  void plan_admissions(StepPlan& p, int64_t& budget, const std::function<int64_t(SeqId)>& admit);
 
   SchedulerConfig c_;
   std::map<SeqId, Entry> seqs_;

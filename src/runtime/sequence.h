@@ -3,6 +3,7 @@
 // the KV cache. After a preemption the KV sequence is gone (kv = -1) and all
 // of tokens is prefilled again, so the text already streamed stays valid.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "runtime/request_state.h"
 #include "runtime/scheduler.h"
+#include "runtime/spec/drafter.h"
 #include "runtime/stop_stream.h"
 #include "sampling/sampler.h"
 
@@ -24,7 +26,9 @@ struct Sequence {
         n_prompt(static_cast<int64_t>(req.prompt.size())),
         sampler(req.sampling),
         stop(req.stop_strings, [this](const std::string& s) { text += s; }),
-        submit_ms(now_ms) {}
+        submit_ms(now_ms),
+        drafter(spec::make_drafter(req.spec)),
+        spec_k(std::max(1, req.spec.max_draft / 2)) {}
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
 
@@ -42,6 +46,13 @@ struct Sequence {
   StopStream stop;
   Timings timings;
   double submit_ms = 0, admit_ms = -1, first_token_ms = -1;
+  // Speculative decoding: the drafter (null when off), its last proposal (the
+  // scheduler may verify fewer), the draft length it asks for now (adapted to
+  // the acceptance rate) and the verify chunk's tokens (last token + drafts).
+  std::unique_ptr<spec::Drafter> drafter;
+  std::vector<int32_t> draft;
+  int spec_k = 1;
+  std::vector<int32_t> verify_tokens;
 };
 
 }  // namespace tkv::runtime

@@ -35,8 +35,8 @@ int32_t argmax(const float* logits, int n_vocab) {
   return best;
 }
 
-int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history,
-                        size_t n_prompt) {
+void Sampler::distribution(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                           size_t n_prompt) {
   work_.assign(logits, logits + n_vocab);
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {
     const size_t n = p_.repeat_last_n < 0
@@ -58,7 +58,13 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
           p_.frequency_penalty * static_cast<float>(c) + p_.presence_penalty;
     }
   }
-  if (p_.temperature <= 0.0f) return argmax(work_.data(), n_vocab);
+  ids_.clear();
+  w_.clear();
+  if (p_.temperature <= 0.0f) {
+    ids_.push_back(argmax(work_.data(), n_vocab));
+    w_.push_back(wsum_ = 1.0);
+    return;
+  }
 
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int i = 0; i < n_vocab; ++i)
@@ -97,18 +103,60 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
     while (m < keep && prob[m] >= p_.min_p * prob[0]) ++m;
     keep = m;
   }
-  // Temperature, then draw.
-  std::vector<double> w(keep);
-  double wsum = 0;
-  for (size_t i = 0; i < keep; ++i)
-    wsum += (w[i] = std::exp((cand_[i].first - mx) / p_.temperature));
-  std::uniform_real_distribution<double> u(0.0, wsum);
-  double r = u(rng_);
+  // Temperature.
+  wsum_ = 0;
   for (size_t i = 0; i < keep; ++i) {
-    r -= w[i];
-    if (r <= 0) return cand_[i].second;
+    ids_.push_back(cand_[i].second);
+    w_.push_back(std::exp((cand_[i].first - mx) / p_.temperature));
+    wsum_ += w_.back();
   }
-  return cand_[keep - 1].second;
+}
+
+int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                        size_t n_prompt) {
+  distribution(logits, n_vocab, history, n_prompt);
+  if (p_.temperature <= 0.0f) return ids_[0];  // greedy draws nothing from the RNG
+  std::uniform_real_distribution<double> u(0.0, wsum_);
+  double r = u(rng_);
+  for (size_t i = 0; i < ids_.size(); ++i) {
+    r -= w_[i];
+    if (r <= 0) return ids_[i];
+  }
+  return ids_.back();
+}
+
+int32_t Sampler::verify(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                        size_t n_prompt, int32_t draft, bool* accepted) {
+  distribution(logits, n_vocab, history, n_prompt);
+  *accepted = false;
+  if (p_.temperature <= 0.0f) {
+    *accepted = ids_[0] == draft;
+    return ids_[0];
+  }
+  double w_draft = 0;
+  for (size_t i = 0; i < ids_.size(); ++i)
+    if (ids_[i] == draft) w_draft = w_[i];
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  if (w_draft > 0 && u01(rng_) * wsum_ < w_draft) {
+    *accepted = true;
+    return draft;
+  }
+  // Rejected: the residual max(p - q, 0) is p with draft's mass removed.
+  const double rest = wsum_ - w_draft;
+  if (!(rest > 0)) {  // rounding only: draft held all the mass, u01 < 1 accepts it
+    *accepted = true;
+    return draft;
+  }
+  std::uniform_real_distribution<double> u(0.0, rest);
+  double r = u(rng_);
+  int32_t last = -1;
+  for (size_t i = 0; i < ids_.size(); ++i) {
+    if (ids_[i] == draft) continue;
+    last = ids_[i];
+    r -= w_[i];
+    if (r <= 0) return ids_[i];
+  }
+  return last;
 }
 
 float token_logprobs(const float* logits, int n_vocab, int32_t token, int top_n,

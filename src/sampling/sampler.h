@@ -1,7 +1,8 @@
 // Token sampling: repetition penalty, OpenAI frequency/presence penalties,
 // temperature, top-k, top-p, min-p, with a seeded RNG (same seed + same logits =
-// same tokens). temperature <= 0 is greedy. Also the log-probabilities a server
-// reports per token (token_logprobs).
+// same tokens). temperature <= 0 is greedy. verify() is speculative decoding's
+// acceptance rule over the same distribution. Also the log-probabilities a
+// server reports per token (token_logprobs).
 #pragma once
 #include <cstdint>
 #include <random>
@@ -41,14 +42,28 @@ class Sampler {
   // presence penalties at the generated ones only).
   int32_t sample(const float* logits, int n_vocab, const std::vector<int32_t>& history,
                  size_t n_prompt);
+  // Speculative decoding with a deterministic drafter (its q is one-hot at
+  // draft): with p the distribution sample() draws from, draft is kept with
+  // probability p(draft), else a token is drawn from p without draft,
+  // renormalised, so the returned token follows p exactly (Leviathan et al.
+  // 2023). Greedy: kept iff draft is the argmax. *accepted says which happened.
+  int32_t verify(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                 size_t n_prompt, int32_t draft, bool* accepted);
   const SamplerParams& params() const { return p_; }
 
  private:
+  // p as candidate tokens ids_ with unnormalised weights w_ (sum wsum_): the
+  // one argmax token when greedy.
+  void distribution(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                    size_t n_prompt);
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> cand_;
   std::vector<float> work_;
   std::unordered_map<int32_t, int> counts_;
+  std::vector<int32_t> ids_;
+  std::vector<double> w_;
+  double wsum_ = 0;
 };
 
 int32_t argmax(const float* logits, int n_vocab);

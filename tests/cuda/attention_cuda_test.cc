@@ -20,10 +20,8 @@
 namespace tkv::testing {
 namespace {
 
-using kernels::PagedKvFormat;
-
 struct Case {
-  PagedKvFormat f;
+  quant::KvScheme f;
   int n_kv_heads = 2, gqa = 4;
   int page_size = 16;
 };
@@ -49,7 +47,7 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
   for (int64_t r = 0; r < rows; ++r) {
     for (int i = 0; i < d; ++i) k[r * d + i] = n01(rng) + chan[i], v[r * d + i] = n01(rng);
   }
-  const quant::KvScheme scheme = to_scheme(c.f);
+  const quant::KvScheme scheme = c.f;
   const quant::KvRowLayout layout = quant::kv_row_layout(scheme);
   const kernels::KvPlanes planes =
       kernels::kv_planes_separate(layout, h.k_data.data(), h.v_data.data(), h.k_scale.data(),
@@ -77,12 +75,15 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
     for (int t = lens[s]; t < page_end; ++t) {
       for (int kvh = 0; kvh < c.n_kv_heads; ++kvh) {
         const int64_t row = h.row((int)s, t, kvh);
-        std::fill_n(h.k_data.begin() + row * c.f.k_row_bytes(), c.f.k_row_bytes(),
+        std::fill_n(h.k_data.begin() + row * quant::kv_row_layout_of(c.f).k_data_bytes,
+                    quant::kv_row_layout_of(c.f).k_data_bytes,
                     0xff);  // bf16 NaN
-        std::fill_n(h.v_data.begin() + row * c.f.v_row_bytes(), c.f.v_row_bytes(), 0xff);
-        if (!c.f.bf16) {
+        std::fill_n(h.v_data.begin() + row * quant::kv_row_layout_of(c.f).v_data_bytes,
+                    quant::kv_row_layout_of(c.f).v_data_bytes, 0xff);
+        if (!c.f.is_float()) {
           for (auto* plane : {&h.k_scale, &h.k_zero, &h.v_scale})
-            std::fill_n(plane->begin() + row * c.f.n_groups(), c.f.n_groups(),
+            std::fill_n(plane->begin() + row * (c.f.head_dim / quant::kTurboGroup),
+                        (c.f.head_dim / quant::kTurboGroup),
                         (uint16_t)0x7e00);  // fp16 NaN
         }
       }
@@ -231,7 +232,7 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
       double abs_tol = 8 * eps * vmax *
                        (2 * std::sqrt((double)d) * smax + std::sqrt((double)T) +
                         std::log2(d) * std::sqrt(d) + 8);
-      if (tensor_cores && h.format.bf16)
+      if (tensor_cores && h.format.is_float())
         abs_tol += 2 * vmax * d * std::ldexp(1.0, -23) * smax;
       else if (tensor_cores)
         abs_tol += std::ldexp(1.0, -25) * (T * vmax + 1) +
@@ -242,7 +243,7 @@ void check_against_reference(const Problem& pr, const std::vector<uint16_t>& got
         const float g = bf16_to_f32(got[((size_t)s * pr.n_heads + hq) * d + i]);
         ASSERT_TRUE(std::isfinite(g))
             << what << " non-finite/unwritten out seq " << s << " head " << hq << " i " << i;
-        const double tc_w = h.format.bf16
+        const double tc_w = h.format.is_float()
                                 ? std::ldexp(1.0, -9) + (T / 16 + 16) * std::ldexp(1.0, -22)
                                 : 3 * std::ldexp(1.0, -11);
         const double tc_rel = tensor_cores && T > 0 ? tc_w * out_abs[i] / l : 0.0;
@@ -292,11 +293,11 @@ TEST(AttentionCuda, TurboEveryWidthAndHeadDim) {
   for (int d : {128, 64, 256, 512}) {
     for (int kb : {8, 5, 4, 3, 2}) {
       for (int vb : {1, 2, 3, 4, 5, 8}) {
-        run_case({{false, kb, vb, true, d}}, rng);
+        run_case({turbo_format(kb, vb, d, true)}, rng);
         if (HasFatalFailure()) return;
       }
     }
-    run_case({{false, 8, 3, false, d}}, rng);  // unsigned 8-bit keys
+    run_case({turbo_format(8, 3, d, false)}, rng);  // unsigned 8-bit keys
     if (HasFatalFailure()) return;
   }
 }
@@ -305,7 +306,7 @@ TEST(AttentionCuda, Bf16EveryHeadDim) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(43);
   for (int d : {64, 128, 256, 512}) {
-    run_case({{true, 16, 16, false, d}}, rng);
+    run_case({bf16_format(d)}, rng);
     if (HasFatalFailure()) return;
   }
 }
@@ -314,8 +315,7 @@ TEST(AttentionCuda, GqaRatios) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(44);
   for (int gqa : {1, 2, 3, 8}) {
-    for (const PagedKvFormat& f :
-         {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 128}}) {
+    for (const quant::KvScheme& f : {turbo_format(8, 3, 128, true), bf16_format(128)}) {
       run_case({f, 2, gqa}, rng);
       if (HasFatalFailure()) return;
     }
@@ -327,10 +327,10 @@ TEST(AttentionCuda, GqaRatios) {
 TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(46);
-  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128},
-      k8uv4{false, 8, 4, false, 128};
-  const PagedKvFormat k4v3{false, 4, 3, false, 128}, k4v2{false, 4, 2, false, 128},
-      bf16{true, 16, 16, false, 128};
+  const quant::KvScheme k8v3 = turbo_format(8, 3, 128, true), k8v4 = turbo_format(8, 4, 128, true),
+                        k8uv4 = turbo_format(8, 4, 128, false);
+  const quant::KvScheme k4v3 = turbo_format(4, 3, 128, false),
+                        k4v2 = turbo_format(4, 2, 128, false), bf16 = bf16_format(128);
   for (const Case& c :
        {Case{bf16, 2, 4, 8}, Case{bf16, 3, 4, 16}, Case{bf16, 2, 8, 64}, Case{bf16, 1, 4, 128},
         Case{k8v3, 2, 4, 8}, Case{k8v4, 2, 4, 8}, Case{k8v3, 2, 4, 32}, Case{k8v4, 2, 8, 64},
@@ -347,9 +347,8 @@ TEST(AttentionCuda, MmaPageSizesAndKvHeads) {
 TEST(AttentionCuda, EmptySequences) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(47);
-  for (const PagedKvFormat& f :
-       {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 3, true, 128},
-        PagedKvFormat{true, 16, 16, false, 128}}) {
+  for (const quant::KvScheme& f :
+       {turbo_format(8, 3, 128, true), turbo_format(4, 3, 128, true), bf16_format(128)}) {
     run_case({f, 2, 4}, rng, 0, {0, 700, 1, 0, 4100});
     if (HasFatalFailure()) return;
   }
@@ -360,8 +359,7 @@ TEST(AttentionCuda, EmptySequences) {
 TEST(AttentionCuda, MmaManyPartitions) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(48);
-  const Problem pr =
-      make_problem({PagedKvFormat{false, 8, 3, true, 128}, 1, 4}, {2500 * 64 + 5}, rng);
+  const Problem pr = make_problem({turbo_format(8, 3, 128, true), 1, 4}, {2500 * 64 + 5}, rng);
   bool tc = false;
   check_against_reference(pr, run_gpu(pr, 64, 0, false, &tc), "k8v3/2501 parts", true);
   EXPECT_TRUE(tc);
@@ -376,14 +374,13 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
   int sms = 0;
   TKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::mt19937 rng(49);
-  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k8v4{false, 8, 4, true, 128},
-      k4v2{false, 4, 2, false, 128};
-  const PagedKvFormat bf16{true, 16, 16, false,
-                           128};  // one block per SM too, with 8 consumer warps
+  const quant::KvScheme k8v3 = turbo_format(8, 3, 128, true), k8v4 = turbo_format(8, 4, 128, true),
+                        k4v2 = turbo_format(4, 2, 128, false);
+  const quant::KvScheme bf16 = bf16_format(128);  // one block per SM too, with 8 consumer warps
   for (const Case& c :
        {Case{k8v3, 2, 4, 16}, Case{k8v4, 2, 4, 16}, Case{k8v3, 2, 4, 8}, Case{k4v2, 2, 4, 16},
         Case{k8v3, 2, 4, 64}, Case{bf16, 2, 4, 64}, Case{bf16, 2, 4, 16}}) {
-    const int one_wave_warps = c.f.bf16 ? 8 : 16;
+    const int one_wave_warps = c.f.is_float() ? 8 : 16;
     const Problem pr = make_problem(c, {9000, 20000, 8195}, rng);
     const std::string name =
         format_name(c.f) + "/ps" + std::to_string(c.page_size) + "/1 block per SM";
@@ -409,10 +406,9 @@ TEST(AttentionCuda, MmaOneBlockPerSm) {
 TEST(AttentionCuda, OccupancyVariant) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(45);
-  for (const PagedKvFormat& f :
-       {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 8, 4, true, 128},
-        PagedKvFormat{false, 4, 3, true, 128}, PagedKvFormat{false, 4, 2, true, 128},
-        PagedKvFormat{true, 16, 16, false, 128}}) {
+  for (const quant::KvScheme& f :
+       {turbo_format(8, 3, 128, true), turbo_format(8, 4, 128, true), turbo_format(4, 3, 128, true),
+        turbo_format(4, 2, 128, true), bf16_format(128)}) {
     run_case({f, 2, 4}, rng, 3);
     if (HasFatalFailure()) return;
   }
@@ -425,7 +421,7 @@ TEST(AttentionCuda, OccupancyVariant) {
 TEST(AttentionCuda, MmaProgrammaticLaunch) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(50);
-  const PagedKvFormat k8v3{false, 8, 3, true, 128}, k4v2{false, 4, 2, false, 128};
+  const quant::KvScheme k8v3 = turbo_format(8, 3, 128, true), k4v2 = turbo_format(4, 2, 128, false);
   for (const Case& c : {Case{k8v3, 2, 4, 64}, Case{k4v2, 2, 8, 16}}) {
     const Problem pr = make_problem(c, {700, 4100, 1, 9000}, rng);
     const HostPagedCache& h = pr.cache;
@@ -502,13 +498,13 @@ TEST(AttentionCuda, MmaProgrammaticLaunch) {
 TEST(AttentionCuda, RejectsBadParams) {
   TKV_SKIP_WITHOUT_GPU();
   kernels::DecodeCudaParams p;
-  p.kv.format.head_dim = 96;
+  p.kv.format.scheme.head_dim = 96;
   const Status st = kernels::decode_attention_cuda(p);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("[attention_cuda] head_dim 96"), std::string::npos) << st.message();
   kernels::DecodeCudaParams b;  // a block table too short for max_seq_len
-  b.kv.n_kv_heads = 1, b.n_heads = 4, b.kv.page_size = 16, b.n_seqs = 1, b.max_seq_len = 100,
-  b.kv.page_stride = 2;
+  b.kv.format.n_kv_heads = 1, b.n_heads = 4, b.kv.format.page_size = 16, b.n_seqs = 1,
+  b.max_seq_len = 100, b.kv.page_stride = 2;
   const Status sb = kernels::decode_attention_cuda(b);
   EXPECT_NE(
       sb.message().find("block table of 2 pages per sequence holds fewer than max_seq_len 100"),

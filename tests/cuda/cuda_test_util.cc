@@ -7,34 +7,19 @@
 
 namespace tkv::testing {
 
-quant::KvScheme to_scheme(const kernels::PagedKvFormat& f) {
-  quant::KvScheme s;
-  s.head_dim = f.head_dim;
-  if (f.bf16) {
-    s.kind = quant::KvKind::kBf16;
-    s.k_bits = s.v_bits = 16;
-  } else {
-    s.kind = quant::KvKind::kTurbo;
-    s.k_bits = f.k_bits;
-    s.v_bits = f.v_bits;
-    s.k_unsigned8 = f.k_bits == 8 && !f.k_signed;
-  }
-  return s;
-}
-
-std::string format_name(const kernels::PagedKvFormat& f) {
+std::string format_name(const quant::KvScheme& f) {
   std::string n;  // built by appends: g++ 12 warns (-Wrestrict) on "lit" + std::string&&
-  if (f.bf16) {
+  if (f.is_float()) {
     n = "bf16";
   } else {
     n.append("k").append(std::to_string(f.k_bits));
-    if (f.k_bits == 8 && !f.k_signed) n.append("u");
+    if (f.k_bits == 8 && !f.k_signed()) n.append("u");
     n.append("v").append(std::to_string(f.v_bits));
   }
   return n.append("/d").append(std::to_string(f.head_dim));
 }
 
-HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads, int page_size,
+HostPagedCache make_paged_cache(const quant::KvScheme& f, int n_kv_heads, int page_size,
                                 const std::vector<int32_t>& seq_lens, std::mt19937& rng) {
   HostPagedCache c;
   c.format = f;
@@ -50,12 +35,12 @@ HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads,
   std::shuffle(perm.begin(), perm.end(), rng);
   c.page_indices.assign(perm.begin(), perm.begin() + c.page_indptr.back());
   const int64_t rows = c.n_rows();
-  c.k_data.assign(rows * f.k_row_bytes(), 0);
-  c.v_data.assign(rows * f.v_row_bytes(), 0);
-  if (!f.bf16) {
-    c.k_scale.assign(rows * f.n_groups(), 0);
-    c.k_zero.assign(rows * f.n_groups(), 0);
-    c.v_scale.assign(rows * f.n_groups(), 0);
+  c.k_data.assign(rows * quant::kv_row_layout_of(f).k_data_bytes, 0);
+  c.v_data.assign(rows * quant::kv_row_layout_of(f).v_data_bytes, 0);
+  if (!f.is_float()) {
+    c.k_scale.assign(rows * (f.head_dim / quant::kTurboGroup), 0);
+    c.k_zero.assign(rows * (f.head_dim / quant::kTurboGroup), 0);
+    c.v_scale.assign(rows * (f.head_dim / quant::kTurboGroup), 0);
   }
   return c;
 }
@@ -86,9 +71,7 @@ void DevicePagedCache::upload(const HostPagedCache& h) {
 
 kernels::PagedKv DevicePagedCache::view(const HostPagedCache& h) const {
   kernels::PagedKv v;
-  v.format = h.format;
-  v.n_kv_heads = h.n_kv_heads;
-  v.page_size = h.page_size;
+  v.format = {h.format, h.n_kv_heads, h.page_size};
   v.k_data = k_data.get();
   v.v_data = v_data.get();
   v.k_scale = k_scale.get();

@@ -57,14 +57,20 @@ class DeviceBuffer {
   size_t n_ = 0;
 };
 
-// The quant::KvScheme of a PagedKvFormat (for the CPU reference kernels).
-quant::KvScheme to_scheme(const kernels::PagedKvFormat& f);
+// The formats the CUDA kernels take: turbo (k_signed: int8 keys when k_bits is 8,
+// else uint8) and bf16.
+inline quant::KvScheme turbo_format(int k_bits, int v_bits, int head_dim, bool k_signed) {
+  return {quant::KvKind::kTurbo, k_bits, v_bits, head_dim, k_bits == 8 && !k_signed};
+}
+inline quant::KvScheme bf16_format(int head_dim) {
+  return {quant::KvKind::kBf16, 16, 16, head_dim};
+}
 // Short name: "bf16", "k8v3", "k8uv3", ... with "/d<head_dim>".
-std::string format_name(const kernels::PagedKvFormat& f);
+std::string format_name(const quant::KvScheme& f);
 
 // Host copy of a paged cache: planes over n_pages * page_size * n_kv_heads rows.
 struct HostPagedCache {
-  kernels::PagedKvFormat format;
+  quant::KvScheme format;
   int n_kv_heads = 0, page_size = 16, n_pages = 0;
   std::vector<uint8_t> k_data, v_data;
   std::vector<uint16_t> k_scale, k_zero, v_scale;
@@ -83,7 +89,7 @@ struct HostPagedCache {
 };
 
 // Page table for seq_lens with pages in a random order; planes sized, zero-filled.
-HostPagedCache make_paged_cache(const kernels::PagedKvFormat& f, int n_kv_heads, int page_size,
+HostPagedCache make_paged_cache(const quant::KvScheme& f, int n_kv_heads, int page_size,
                                 const std::vector<int32_t>& seq_lens, std::mt19937& rng);
 
 // h's page table as a block table [n_seqs, max pages + extra] (PagedKv::page_stride),

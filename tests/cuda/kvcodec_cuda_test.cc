@@ -21,8 +21,6 @@
 namespace tkv::testing {
 namespace {
 
-using kernels::PagedKvFormat;
-
 // Fills one [head_dim] row; kind picks the distribution (edges included).
 void fill_row(float* x, int d, int kind, std::mt19937& rng) {
   std::normal_distribution<float> n01(0.0f, 1.0f);
@@ -56,8 +54,8 @@ void fill_row(float* x, int d, int kind, std::mt19937& rng) {
 
 // Encodes n_tokens random tokens on the GPU and with the reference; compares planes.
 // with_k / with_v false: that input null, its planes must keep the poison everywhere.
-void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16, bool with_k = true,
-                  bool with_v = true) {
+void check_format(const quant::KvScheme& f, std::mt19937& rng, int page_size = 16,
+                  bool with_k = true, bool with_v = true) {
   const int n_kv = 3, n_tokens = 45, d = f.head_dim;
   HostPagedCache h = make_paged_cache(f, n_kv, page_size, {n_tokens + 20}, rng);
   const int64_t rows = h.n_rows();
@@ -84,10 +82,10 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16,
     }
   }
   HostPagedCache ref = h;
-  const quant::KvScheme scheme = to_scheme(f);
+  const quant::KvScheme scheme = f;
   const quant::KvRowLayout layout = quant::kv_row_layout(scheme);
-  ASSERT_EQ(layout.k_data_bytes, f.k_row_bytes());
-  ASSERT_EQ(layout.v_data_bytes, f.v_row_bytes());
+  ASSERT_EQ(layout.k_data_bytes, quant::kv_row_layout_of(f).k_data_bytes);
+  ASSERT_EQ(layout.v_data_bytes, quant::kv_row_layout_of(f).v_data_bytes);
   kernels::KvEncodeParams ep;
   ep.scheme = scheme;
   ep.n_rows = rows;
@@ -134,22 +132,26 @@ void check_format(const PagedKvFormat& f, std::mt19937& rng, int page_size = 16,
       }
     }
   };
-  compare(dev.k_data.download(), ref.k_data, f.k_row_bytes(), "k_data", with_k);
-  compare(dev.v_data.download(), ref.v_data, f.v_row_bytes(), "v_data", with_v);
-  if (!f.bf16) {
-    compare(dev.k_scale.download(), ref.k_scale, f.n_groups(), "k_scale", with_k);
-    compare(dev.k_zero.download(), ref.k_zero, f.n_groups(), "k_zero", with_k);
-    compare(dev.v_scale.download(), ref.v_scale, f.n_groups(), "v_scale", with_v);
+  compare(dev.k_data.download(), ref.k_data, quant::kv_row_layout_of(f).k_data_bytes, "k_data",
+          with_k);
+  compare(dev.v_data.download(), ref.v_data, quant::kv_row_layout_of(f).v_data_bytes, "v_data",
+          with_v);
+  if (!f.is_float()) {
+    compare(dev.k_scale.download(), ref.k_scale, (f.head_dim / quant::kTurboGroup), "k_scale",
+            with_k);
+    compare(dev.k_zero.download(), ref.k_zero, (f.head_dim / quant::kTurboGroup), "k_zero", with_k);
+    compare(dev.v_scale.download(), ref.v_scale, (f.head_dim / quant::kTurboGroup), "v_scale",
+            with_v);
   }
 }
 
-std::vector<PagedKvFormat> all_formats(int d) {
-  std::vector<PagedKvFormat> out;
+std::vector<quant::KvScheme> all_formats(int d) {
+  std::vector<quant::KvScheme> out;
   for (int kb : {8, 5, 4, 3, 2}) {
-    for (int vb : {1, 2, 3, 4, 5, 8}) out.push_back({false, kb, vb, true, d});
+    for (int vb : {1, 2, 3, 4, 5, 8}) out.push_back(turbo_format(kb, vb, d, true));
   }
-  for (int vb : {3, 4}) out.push_back({false, 8, vb, false, d});  // unsigned 8-bit keys
-  out.push_back({true, 16, 16, false, d});
+  for (int vb : {3, 4}) out.push_back(turbo_format(8, vb, d, false));  // unsigned 8-bit keys
+  out.push_back(bf16_format(d));
   return out;
 }
 
@@ -157,7 +159,7 @@ TEST(KvcodecCuda, EncodeBitExactWithReferenceOnRandomData) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(1234);
   for (int d : {64, 128, 256, 512}) {
-    for (const PagedKvFormat& f : all_formats(d)) {
+    for (const quant::KvScheme& f : all_formats(d)) {
       SCOPED_TRACE(format_name(f));
       check_format(f, rng);
       if (HasFatalFailure()) return;
@@ -170,9 +172,8 @@ TEST(KvcodecCuda, EncodeBitExactWithReferenceOnRandomData) {
 TEST(KvcodecCuda, EncodeKOnlyAndVOnly) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(7);
-  for (const PagedKvFormat& f :
-       {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{false, 4, 8, true, 64},
-        PagedKvFormat{false, 3, 2, true, 512}, PagedKvFormat{true, 16, 16, false, 128}}) {
+  for (const quant::KvScheme& f : {turbo_format(8, 3, 128, true), turbo_format(4, 8, 64, true),
+                                   turbo_format(3, 2, 512, true), bf16_format(128)}) {
     for (const bool k_only : {true, false}) {
       SCOPED_TRACE(format_name(f) + (k_only ? "/k only" : "/v only"));
       check_format(f, rng, 16, k_only, !k_only);
@@ -186,8 +187,7 @@ TEST(KvcodecCuda, EncodePageSizes) {
   TKV_SKIP_WITHOUT_GPU();
   std::mt19937 rng(99);
   for (int ps : {1, 8, 32, 64}) {
-    for (const PagedKvFormat& f :
-         {PagedKvFormat{false, 8, 3, true, 128}, PagedKvFormat{true, 16, 16, false, 64}}) {
+    for (const quant::KvScheme& f : {turbo_format(8, 3, 128, true), bf16_format(64)}) {
       SCOPED_TRACE(format_name(f) + "/ps" + std::to_string(ps));
       check_format(f, rng, ps);
       if (HasFatalFailure()) return;
@@ -215,7 +215,7 @@ TEST(KvcodecCuda, EncodeMatchesGoldens) {
       const bool sgn = kb != 8 || kname == "k8s";
       for (const auto& [vname, vg] : vec["v"].items()) {
         if (kname != "k8s" && vname != "v3") continue;  // every K with v3, every V with k8s
-        const PagedKvFormat f{false, kb, std::stoi(vname.substr(1)), sgn, d};
+        const quant::KvScheme f = turbo_format(kb, std::stoi(vname.substr(1)), d, sgn);
         std::mt19937 rng(7);
         HostPagedCache h = make_paged_cache(f, 1, 16, {1}, rng);
         DevicePagedCache dev;
@@ -236,11 +236,13 @@ TEST(KvcodecCuda, EncodeMatchesGoldens) {
         const auto ks = dev.k_scale.download(), kz = dev.k_zero.download(),
                    vs = dev.v_scale.download();
         const int64_t row = h.slot_row(slot, 0);
-        for (int i = 0; i < f.k_row_bytes(); ++i)
-          ASSERT_EQ(kd[row * f.k_row_bytes() + i], kg["packed_u8"][i].get<int>())
+        for (int i = 0; i < quant::kv_row_layout_of(f).k_data_bytes; ++i)
+          ASSERT_EQ(kd[row * quant::kv_row_layout_of(f).k_data_bytes + i],
+                    kg["packed_u8"][i].get<int>())
               << kname << " d" << d << " byte " << i;
-        for (int i = 0; i < f.v_row_bytes(); ++i)
-          ASSERT_EQ(vd[row * f.v_row_bytes() + i], vg["packed_u8"][i].get<int>())
+        for (int i = 0; i < quant::kv_row_layout_of(f).v_data_bytes; ++i)
+          ASSERT_EQ(vd[row * quant::kv_row_layout_of(f).v_data_bytes + i],
+                    vg["packed_u8"][i].get<int>())
               << vname << " d" << d << " byte " << i;
         for (int g = 0; g < d / 32; ++g) {
           ASSERT_EQ(f16_to_f32(ks[row * (d / 32) + g]), (float)kg["scale_fp16"][g].get<double>())

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "kvcache/kv_cache.h"
+#include "ops/attention.h"
 #include "quant/half.h"
 
 namespace tkv::kv {
@@ -51,7 +52,8 @@ void run_case(const Case& c, ThreadPool& pool) {
     std::vector<float> out(q.size()), ref(q.size());
     kernels::AttnArgs a{
         q.data(), out.data(), n, n_heads, pos0, c.window, 1.0f / std::sqrt(float(c.head_dim))};
-    kv.attend(0, *seq, a, pool);
+    ASSERT_TRUE(
+        ops::attention(a, kv.view(0, *seq, pos0 + n), ops::AttnMode::kFused, nullptr, pool).ok());
     kv.commit(*seq, n);
     a.out = ref.data();
     kernels::attention_f32_ref(kr.data(), vr.data(), pos0 + n, c.n_kv_heads, c.head_dim, a);
@@ -105,7 +107,7 @@ TEST(Bf16Cache, ForkCopiesPartialPage) {
   std::vector<float> q(64, 0.1f), out(64);
   ThreadPool pool(1);
   kernels::AttnArgs args{q.data(), out.data(), 1, 1, 6, 0, 0.125f};
-  kv.attend(1, *a, args, pool);
+  ASSERT_TRUE(ops::attention(args, kv.view(1, *a, 7), ops::AttnMode::kFused, nullptr, pool).ok());
   for (float x : out) EXPECT_FLOAT_EQ(x, 2.0f);
 }
 

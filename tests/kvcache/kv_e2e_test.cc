@@ -29,13 +29,13 @@ std::string model_path() {
 }
 
 std::unique_ptr<runtime::Engine> engine(const std::string& scheme,
-                                        kv::AttnPath path = kv::AttnPath::kFused,
+                                        ops::AttnMode path = ops::AttnMode::kFused,
                                         int64_t quant_start = 0) {
   runtime::EngineOptions o;
   o.model_path = model_path();
   o.n_threads = 2;
   o.cache.scheme = scheme;
-  o.cache.attn = path;
+  o.attn = path;
   o.cache.quant_start = quant_start;
   o.cache.max_tokens = 512;
   o.cache.max_seqs = 2;
@@ -230,12 +230,12 @@ TEST_F(KvE2e, FusedMatchesReferencePath) {
   } cases[] = {
       {"turbo", 0.06}, {"turbo:k8v8", 0.02}, {"bf16", 0.02}, {"f16", 0.02}, {"turbo:k4v2", -1}};
   for (const auto& [scheme, max_kl] : cases) {
-    auto fu = engine(scheme, kv::AttnPath::kVerify, 8);
-    auto re = engine(scheme, kv::AttnPath::kReference, 8);
+    auto fu = engine(scheme, ops::AttnMode::kVerify, 8);
+    auto re = engine(scheme, ops::AttnMode::kReference, 8);
     ASSERT_TRUE(fu && re);
     const auto c = compare(logits_of(*re, f.all), logits_of(*fu, f.all), nv, f.from);
     greedy(*fu, prompt_tokens(*fu), 24);  // decode steps: one query, growing context
-    const kv::AttnCheck chk = fu->cache().attn_check();
+    const ops::AttnCheck chk = fu->model().attn_check();
     std::printf(
         "%s fused vs reference: %lld calls, max rel err %.3g (fp32 query: %.3g, %.3g of the "
         "bound); logits: mean KL %.6f, top-1 %d/%d, wide-margin top-1 %d/%d\n",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache.h"
+#include "ops/attention.h"
 
 namespace tkv::kv {
 namespace {
@@ -71,7 +72,8 @@ std::vector<float> attend_last(Fixture& f, int seq) {
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.1f * static_cast<float>(i));
   for (int l = 0; l < kLayers; ++l) {
     kernels::AttnArgs a{q.data(), out.data(), 1, n_heads, f.kv->seq_len(seq) - 1, 0, 0.125f};
-    f.kv->attend(l, seq, a, *f.pool);
+    const kernels::KvView view = f.kv->view(l, seq, f.kv->seq_len(seq));
+    EXPECT_TRUE(ops::attention(a, view, ops::AttnMode::kFused, nullptr, *f.pool).ok());
     all.insert(all.end(), out.begin(), out.end());
   }
   return all;

@@ -1,4 +1,5 @@
-// Quantized caches through the KvCache interface: the reference path equals
+// Quantized caches through the KvCache interface (pages via KvCache::view, attention
+// via ops::attention): the reference path equals
 // attention_f32_ref on the expected dequantized K/V bit for bit (bf16 below
 // --kv-quant-start, the codec round trip from there: the boundary is exact), the
 // fused path matches it within the derived bound (attention_fused_bound.h, int8
@@ -9,6 +10,7 @@
 
 #include "kernels/attention/attention_fused_bound.h"
 #include "kvcache/kv_cache.h"
+#include "ops/attention.h"
 #include "quant_cache_expect.h"
 
 namespace tkv::kv {
@@ -38,21 +40,16 @@ struct Rig {
   int64_t quant_start = 0;
   int d = 64, nkv = 2, group = 3;
   std::vector<int64_t> windows{0};
-  std::unique_ptr<KvCache> fused, ref;
+  std::unique_ptr<KvCache> kv;
   std::mt19937 rng{7};
 
   void make(CacheOptions o) {
     o.scheme = scheme;
     o.quant_start = quant_start;
     KvShape shape{static_cast<int>(windows.size()), nkv, d, windows};
-    o.attn = AttnPath::kFused;
     auto a = create_cache(shape, o);
     ASSERT_TRUE(a.ok()) << a.status().message();
-    fused = std::move(a).value();
-    o.attn = AttnPath::kReference;
-    auto b = create_cache(shape, o);
-    ASSERT_TRUE(b.ok()) << b.status().message();
-    ref = std::move(b).value();
+    kv = std::move(a).value();
   }
 
   // Appends n tokens to seq in both caches, attends every layer, checks outputs.
@@ -60,23 +57,20 @@ struct Rig {
     std::normal_distribution<float> nd(0.f, 1.f);
     const int n_heads = nkv * group;
     const size_t row = static_cast<size_t>(nkv) * d;
-    const int64_t pos0 = fused->seq_len(seq);
-    ASSERT_EQ(pos0, ref->seq_len(seq));
+    const int64_t pos0 = kv->seq_len(seq);
     std::vector<float> k(static_cast<size_t>(n) * row), v(k.size()),
         q(static_cast<size_t>(n * n_heads * d));
     for (auto& x : k) x = nd(rng);
     for (auto& x : v) x = nd(rng);
     for (auto& x : q) x = nd(rng);
     expected_rows(scheme, quant_start, d, nkv, pos0, n, k.data(), v.data(), ex);
-    ASSERT_TRUE(fused->reserve(seq, n).ok());
-    ASSERT_TRUE(ref->reserve(seq, n).ok());
+    ASSERT_TRUE(kv->reserve(seq, n).ok());
     const auto segs = expected_segments(scheme, quant_start, d, nkv, *ex);
     std::vector<kernels::KvSegmentView> views;
     for (const auto& sg : segs) views.push_back(sg.view);
     const int nv = static_cast<int>(views.size());
     for (int l = 0; l < static_cast<int>(windows.size()); ++l) {
-      fused->write(l, seq, pos0, n, k.data(), v.data());
-      ref->write(l, seq, pos0, n, k.data(), v.data());
+      kv->write(l, seq, pos0, n, k.data(), v.data());
       std::vector<float> of(q.size()), orf(q.size()), oe(q.size());
       kernels::AttnArgs a{q.data(),
                           of.data(),
@@ -85,9 +79,10 @@ struct Rig {
                           pos0,
                           windows[static_cast<size_t>(l)],
                           1.0f / std::sqrt(static_cast<float>(d))};
-      fused->attend(l, seq, a, pool);
+      const kernels::KvView view = kv->view(l, seq, pos0 + n);
+      ASSERT_TRUE(ops::attention(a, view, ops::AttnMode::kFused, nullptr, pool).ok());
       a.out = orf.data();
-      ref->attend(l, seq, a, pool);
+      ASSERT_TRUE(ops::attention(a, view, ops::AttnMode::kReference, nullptr, pool).ok());
       a.out = oe.data();
       kernels::attention_f32_ref(ex->k.data(), ex->v.data(), pos0 + n, nkv, d, a);
       ASSERT_EQ(0, std::memcmp(orf.data(), oe.data(), oe.size() * sizeof(float)))
@@ -112,8 +107,7 @@ struct Rig {
       EXPECT_LE(err8, tol8) << scheme << " fused vs reference on the kernel's own query, layer "
                             << l << " pos0 " << pos0 << " at " << at8;
     }
-    fused->commit(seq, n);
-    ref->commit(seq, n);
+    kv->commit(seq, n);
   }
 };
 
@@ -133,9 +127,8 @@ TEST(QuantCache, PrefillDecodeAndQuantStartBoundary) {
       o.max_seqs = 2;
       r.make(o);
       Expect ex;
-      auto seq = r.fused->create_seq();
+      auto seq = r.kv->create_seq();
       ASSERT_TRUE(seq.ok());
-      ASSERT_EQ(*seq, r.ref->create_seq().value());
       r.step(*seq, 15, &ex, pool);  // page - 1
       r.step(*seq, 2, &ex, pool);   // crosses the page (17 = page + 1)
       for (int i = 0; i < 8; ++i) r.step(*seq, 1, &ex, pool);
@@ -158,13 +151,11 @@ TEST(QuantCache, SlidingWindowPagesRotate) {
     o.max_chunk_tokens = 8;  // window pool: ceil((24 + 8) / 16) + 3 = 5 pages
     r.make(o);
     Expect ex;
-    auto seq = r.fused->create_seq();
-    (void)r.ref->create_seq();
+    auto seq = r.kv->create_seq();
     for (int i = 0; i < 75; ++i)
       r.step(*seq, 8, &ex, pool);  // 600 tokens through a 5-page window pool
     if (HasFatalFailure()) return;
-    r.fused->trim_seq(*seq, 595);  // within the one-page slack
-    r.ref->trim_seq(*seq, 595);
+    r.kv->trim_seq(*seq, 595);  // within the one-page slack
     ex.trim(595, 2 * 64);
     r.step(*seq, 3, &ex, pool);
   }
@@ -181,34 +172,31 @@ TEST(QuantCache, ForkTrimFreeAndPageReuse) {
     o.max_tokens = 128;
     o.max_seqs = 3;
     r.make(o);
-    const size_t alloc = r.fused->allocated_bytes();
+    const size_t alloc = r.kv->allocated_bytes();
     Expect ea, eb;
-    auto a = r.fused->create_seq();
-    (void)r.ref->create_seq();
+    auto a = r.kv->create_seq();
     r.step(*a, 13, &ea, pool);  // partial page, straddles quant_start
-    auto b = r.fused->fork_seq(*a);
+    auto b = r.kv->fork_seq(*a);
     ASSERT_TRUE(b.ok());
-    ASSERT_EQ(*b, r.ref->fork_seq(*a).value());
     eb = ea;
     r.step(*b, 5, &eb, pool);  // b diverges ...
     r.step(*a, 4, &ea, pool);  // ... and a still sees only its own rows
-    r.fused->trim_seq(*a, 9);
-    r.ref->trim_seq(*a, 9);
+    r.kv->trim_seq(*a, 9);
     ea.trim(9, 2 * 64);
     r.step(*a, 6, &ea, pool);  // re-append across the boundary after a trim
     r.step(*b, 1, &eb, pool);
-    r.fused->free_seq(*a);
-    r.fused->free_seq(*b);
-    auto c = r.fused->create_seq();
+    r.kv->free_seq(*a);
+    r.kv->free_seq(*b);
+    auto c = r.kv->create_seq();
     ASSERT_TRUE(c.ok());
     // Capacity: max_tokens in the scheme's pool, plus the bf16 prefix below quant_start.
     const int64_t cap =
         128 +
         (std::string(s) == "bf16" || std::string(s) == "f16" ? 0 : 10);  // float schemes: no prefix
-    EXPECT_EQ(cap, r.fused->capacity_tokens());
-    EXPECT_TRUE(r.fused->reserve(*c, cap).ok()) << s << ": freed pages must be reusable";
-    EXPECT_FALSE(r.fused->reserve(*c, cap + 1).ok()) << s << ": capacity exceeded";
-    EXPECT_EQ(alloc, r.fused->allocated_bytes());
+    EXPECT_EQ(cap, r.kv->capacity_tokens());
+    EXPECT_TRUE(r.kv->reserve(*c, cap).ok()) << s << ": freed pages must be reusable";
+    EXPECT_FALSE(r.kv->reserve(*c, cap + 1).ok()) << s << ": capacity exceeded";
+    EXPECT_EQ(alloc, r.kv->allocated_bytes());
   }
 }
 
@@ -245,11 +233,6 @@ TEST(QuantCache, BadSchemesAndHeadDims) {
       << c.status().message();
   o.scheme = "bf16";
   EXPECT_TRUE(create_cache(odd, o).ok());
-  EXPECT_FALSE(parse_attn_path("fast").ok());
-  EXPECT_NE(parse_attn_path("fast").status().message().find("fused | reference | verify"),
-            std::string::npos);
-  ASSERT_TRUE(parse_attn_path("verify").ok());
-  EXPECT_EQ(parse_attn_path("verify").value(), AttnPath::kVerify);
   EXPECT_FALSE(parse_swa_mode("f16").ok());
 }
 

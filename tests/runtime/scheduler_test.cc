@@ -2,6 +2,8 @@
 // runs its plans (every chunk "computes", a completing chunk samples a token)
 // and checks after every step that the page ledger matches the tokens in the
 // KV, the step fits its token budget, and the running set fits its slots.
+// With drafts on, every decode is offered random drafts, of which a random
+// number is kept (the rest rolled back), as speculative decoding does.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -23,6 +25,8 @@ struct Sim {
   std::vector<SeqId> admit_order;
   int64_t steps = 0;
   SeqId next = 0;
+  std::mt19937* drafts = nullptr;  // offers and acceptances when set
+  int64_t drafted = 0, rolled_back = 0;
 
   SeqId add(int64_t prompt, int64_t max_tokens, int priority = 0, ChunkRule rule = {}) {
     const SeqId id = next++;
@@ -46,12 +50,20 @@ struct Sim {
     for (const PlannedChunk& c : p.chunks) {
       if (!c.completes) continue;
       Req& r = reqs[c.id];
-      if (++r.generated >= r.max_tokens) {
+      const int64_t kept = c.n_draft > 0 ? static_cast<int64_t>((*drafts)() % (c.n_draft + 1)) : 0;
+      drafted += c.n_draft;
+      if (kept < c.n_draft) s.rollback(c.id, c.n_draft - kept);
+      rolled_back += c.n_draft - kept;
+      r.generated += kept + 1;  // the kept drafts and the bonus token
+      if (r.generated >= r.max_tokens) {
         s.finish(c.id);
         r.finished_step = steps;
-      } else {
-        s.append(c.id);
+        continue;
       }
+      for (int64_t i = 0; i <= kept; ++i) s.append(c.id);
+      // As the engine does: no more drafts than the tokens still wanted, bonus aside.
+      if (drafts)
+        s.set_draft(c.id, std::min<int64_t>((*drafts)() % 7, r.max_tokens - r.generated - 1));
     }
     // The ledger holds exactly the pages of the tokens in the KV.
     int64_t pages = 0;
@@ -251,6 +263,32 @@ TEST(Scheduler, RandomLoadKeepsTheLedgerAndFinishesEverything) {
     sim.step();
   }
   sim.run_until_empty();
+  for (SeqId id : ids) {
+    const Sim::Req& r = sim.reqs[id];
+    if (r.finished_step >= 0) {
+      EXPECT_EQ(r.generated, r.max_tokens);
+    }
+  }
+}
+
+TEST(Scheduler, RandomLoadWithDraftsKeepsTheLedgerAndFinishesEverything) {
+  std::mt19937 rng(12), draft_rng(13);
+  Sim sim(cfg(48, 16, 6, 96, 256));
+  sim.drafts = &draft_rng;
+  std::vector<SeqId> ids;
+  for (int t = 0; t < 400; ++t) {
+    if (rng() % 3 == 0) {
+      const int64_t prompt = 1 + static_cast<int64_t>(rng() % 200);
+      const int64_t room = 256 - prompt + 1;
+      ids.push_back(sim.add(prompt, 1 + static_cast<int64_t>(rng() % std::min<int64_t>(room, 60)),
+                            static_cast<int>(rng() % 3)));
+    }
+    if (!ids.empty() && rng() % 7 == 0) sim.s.cancel(ids[rng() % ids.size()]);
+    sim.step();
+  }
+  sim.run_until_empty();
+  EXPECT_GT(sim.drafted, 100);  // not vacuous: drafts rode along and were rolled back
+  EXPECT_GT(sim.rolled_back, 0);
   for (SeqId id : ids) {
     const Sim::Req& r = sim.reqs[id];
     if (r.finished_step >= 0) {

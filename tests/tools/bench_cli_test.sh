@@ -26,6 +26,8 @@ expect bad-scheme "unknown KV cache type 'fp8'.*valid: bf16" "$BIN" bench "${NO[
 expect empty-schemes "no scheme given" "$BIN" bench "${NO[@]}" --schemes ,
 expect bad-budget "kv-budget" "$BIN" bench "${NO[@]}" --fit --kv-budget 12XB
 expect depth-ignored "warning: --depth has no effect with --concurrency" "$BIN" bench "${NO[@]}" --concurrency 2 -d 64
+expect spec-n1 "--spec: -n must be >= 2" "$BIN" bench "${NO[@]}" --spec ngram -n 1
+expect spec-max-big "--spec-max: value 33 out of range \(valid: 1 to 32\)" "$BIN" bench "${NO[@]}" --spec ngram --spec-max 33
 
 MODEL_DIR="${TKV_MODEL_DIR:-${HOME}/.cache/turbokv/models}"
 export TKV_MODEL_DIR="$MODEL_DIR"
@@ -51,6 +53,13 @@ for k in ("agg_tok_s", "tpot_ms", "prefill_tok_s", "gbs"):
     assert r[k] > 0, (k, r)
 # 2 sequences x 3 tokens after the first at most, over at least one step of ~TPOT.
 assert r["agg_tok_s"] <= 2 * 1000.0 / r["tpot_ms"] * 1.5, r'
+js="$("$BIN" bench --spec ngram -n 24 -r 1 -t 2 --json 2>/dev/null)"
+check spec-json "$js" '
+rows = {r["drafter"]: r for r in j["rows"] if r["test"] == "spec"}
+assert set(rows) == {"none", "ngram"}, rows
+assert all(r["tok_s"] > 0 and r["prompts"] == "code-edit" and r["n_gen"] == 24 for r in rows.values()), rows
+s = rows["ngram"]
+assert 0 < s["accept_rate"] <= 1 and s["tokens_per_step"] > 1, s'
 js="$("$BIN" bench --prefix-hit -p 192 -r 1 -t 2 --json 2>/dev/null)"
 check prefix-hit-json "$js" '
 r = [r for r in j["rows"] if r["test"] == "ttft"][0]

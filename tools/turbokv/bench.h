@@ -24,8 +24,12 @@ struct BenchArgs {
   int reps = 3;
   bool json = false;
   bool kv_report = false;
+  SpecFlags spec_flags;      // --spec ngram: decode with and without speculation
+  turbokv::SpecParams spec;  // ... as checked by finish_spec
   // Whether the pp/tg tests run: only when no other measurement was asked for.
-  bool depth_tests() const { return concurrency.empty() && !prefix_hit && !fit; }
+  bool depth_tests() const {
+    return concurrency.empty() && !prefix_hit && !fit && spec.kind == turbokv::SpecKind::kNone;
+  }
 };
 
 // pp<N> / tg<N> at a context depth (bench_depth.cc).
@@ -72,18 +76,29 @@ struct FitRow {
   bool capped = false;       // seqs is the engine's maximum, not the budget's
 };
 
+// --spec: one greedy request's decode without and with speculation (bench_spec.cc).
+struct SpecRow {
+  std::string scheme;
+  int64_t n_prompt = 0, n_gen = 0;
+  double plain_tok_s = 0, spec_tok_s = 0;
+  double accept_rate = 0;      // draft tokens kept / verified
+  double tokens_per_step = 0;  // decode tokens / decode steps with speculation
+};
+
 struct Results {
   std::string model;
   std::vector<DepthRow> depth;
   std::vector<BatchRow> batch;
   std::vector<TtftRow> ttft;
   std::vector<FitRow> fit;
+  std::vector<SpecRow> spec;
 };
 
 Status run_depth(const BenchArgs& a, const std::string& scheme, Results& out);
 Status run_batch(const BenchArgs& a, const std::string& scheme, Results& out);
 Status run_prefix_hit(const BenchArgs& a, const std::string& scheme, Results& out);
 Status run_fit(const BenchArgs& a, const std::string& scheme, size_t budget, Results& out);
+Status run_spec(const BenchArgs& a, const std::string& scheme, Results& out);
 void print_results(const BenchArgs& a, const Results& r);
 
 // Shared helpers (bench_util.cc).

@@ -1,5 +1,5 @@
 // turbokv bench output: markdown tables on stdout, or one JSON object with
-// --json: {"model", "threads", "rows": [pp/tg, batch and ttft rows], "fit": [...]}.
+// --json: {"model", "threads", "rows": [pp/tg, batch, ttft and spec rows], "fit": [...]}.
 // Batch rows carry the fields of docs/bench/batching.json (engine, model, scheme,
 // concurrency, ctx, agg_tok_s, tpot_ms).
 #include <cstdio>
@@ -68,6 +68,20 @@ void print_json(const BenchArgs& a, const Results& r) {
               {"cached_tokens", x.cached_tokens}});
     j["rows"].push_back(o);
   }
+  // The rows of docs/bench/speculative.json: one per drafter.
+  for (const auto& x : r.spec) {
+    for (int spec = 0; spec < 2; ++spec) {
+      auto o = base(x.scheme);
+      o.update({{"test", "spec"},
+                {"drafter", spec ? "ngram" : "none"},
+                {"prompts", "code-edit"},
+                {"n_prompt", x.n_prompt},
+                {"n_gen", x.n_gen},
+                {"tok_s", spec ? x.spec_tok_s : x.plain_tok_s}});
+      if (spec) o.update({{"accept_rate", x.accept_rate}, {"tokens_per_step", x.tokens_per_step}});
+      j["rows"].push_back(o);
+    }
+  }
   if (!r.fit.empty()) j["fit"] = nlohmann::json::array();
   const int64_t b16 = bf16_seqs(r);
   for (const auto& x : r.fit)
@@ -112,6 +126,17 @@ void print_tables(const Results& r) {
                   static_cast<long long>(x.ctx), x.cold_ms, x.hit_ms,
                   or_dash(x.hit_ms > 0 ? x.cold_ms / x.hit_ms : 0, "{:.1f}x").c_str(),
                   static_cast<long long>(x.cached_tokens));
+  }
+  if (!r.spec.empty()) {
+    std::printf(
+        "| model | kv | prompt | gen | decode tok/s | with ngram | speedup | drafts kept | "
+        "tokens/step |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto& x : r.spec)
+      std::printf("| %s | %s | %lld | %lld | %.1f | %.1f | %s | %.0f%% | %.2f |\n", m,
+                  x.scheme.c_str(), static_cast<long long>(x.n_prompt),
+                  static_cast<long long>(x.n_gen), x.plain_tok_s, x.spec_tok_s,
+                  or_dash(x.plain_tok_s > 0 ? x.spec_tok_s / x.plain_tok_s : 0, "{:.2f}x").c_str(),
+                  100 * x.accept_rate, x.tokens_per_step);
   }
   if (!r.fit.empty()) {
     std::printf(

@@ -2,7 +2,8 @@
 // (pp<N>) and decode (tg<N>) tok/s at context depths, like llama-bench; with
 // --concurrency, aggregate decode of N sequences at once, like
 // llama-batched-bench; --prefix-hit: TTFT of a repeated prompt; --fit: sequences
-// of -c tokens in --kv-budget; --kv-report: KV bytes per scheme. The flags and
+// of -c tokens in --kv-budget; --spec ngram: decode with and without
+// speculation; --kv-report: KV bytes per scheme. The flags and
 // their checks live here, the measurements in bench_*.cc.
 #include <sstream>
 
@@ -46,10 +47,14 @@ bool check_flags(BenchArgs& a, CLI::App* sub) {
     return fail(fmt::format(
         "--prefix-hit: every prompt length (-p) must be > {} (one KV page), or nothing is reused",
         page));
+  if (!finish_spec(sub, a.spec_flags, &a.spec)) return false;
+  if (a.spec.kind != turbokv::SpecKind::kNone && any(a.n_gen, [](int g) { return g < 2; }))
+    return fail("--spec: -n must be >= 2 (the tokens after the first are what it measures)");
   if (!a.depth_tests()) {
-    const std::string why = "with --concurrency, --prefix-hit or --fit";
+    const std::string why = "with --concurrency, --prefix-hit, --fit or --spec";
     warn_no_effect(sub, "--depth", why);
-    if (a.concurrency.empty()) warn_no_effect(sub, "--n-gen", "with --prefix-hit or --fit");
+    if (a.concurrency.empty() && a.spec.kind == turbokv::SpecKind::kNone)
+      warn_no_effect(sub, "--n-gen", "with --prefix-hit or --fit");
     if (!a.concurrency.empty() || a.prefix_hit) {
       if (!a.fit)
         warn_no_effect(sub, "--ctx", "with --concurrency or --prefix-hit (sized from -p and -n)");
@@ -69,6 +74,7 @@ int run_bench(BenchArgs& a, CLI::App* sub) {
     if (st.ok() && !a.concurrency.empty()) st = bench::run_batch(a, scheme, res);
     if (st.ok() && a.prefix_hit) st = bench::run_prefix_hit(a, scheme, res);
     if (st.ok() && a.fit) st = bench::run_fit(a, scheme, fit_budget, res);
+    if (st.ok() && a.spec.kind != turbokv::SpecKind::kNone) st = bench::run_spec(a, scheme, res);
     if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       return 1;
@@ -117,6 +123,7 @@ RunFn add_bench(CLI::App& app) {
   sub->add_flag("--fit", a->fit,
                 "Concurrent sequences of -c tokens that fit in --kv-budget (8GiB if unset), per "
                 "scheme");
+  add_spec_options(sub, a->spec_flags);
   sub->add_option("--schemes", a->schemes, "Comma-separated KV schemes (default: --kv-quant)")
       ->check(scheme_list());
   sub->add_option("-r,--reps", a->reps, "Repetitions (median reported)")

@@ -28,6 +28,8 @@ struct ChatArgs {
   std::string system;
   int n_predict = 512;
   sampling::SamplerParams sp;
+  SpecFlags spec_flags;
+  turbokv::SpecParams spec;
   // KV snapshots: the session's KV after every turn, the messages beside it
   // (FILE.json, the /save format) so a later chat resumes the conversation.
   std::string save_session, load_session;
@@ -218,6 +220,7 @@ Status Chat::turn(const std::string& line) {
   turbokv::Request r;
   r.prompt_tokens = ids;
   r.sampling = to_api(a_.sp);
+  r.spec = a_.spec;
   r.max_tokens = a_.n_predict;
   r.save_session = a_.save_session;
   g_interrupted = false;
@@ -261,7 +264,9 @@ Status Chat::turn(const std::string& line) {
 }
 
 int run_chat(ChatArgs& a) {
-  if (!check_common(a.sub, a.common) || !finish_sampling(a.sub, a.sp)) return 1;
+  if (!check_common(a.sub, a.common) || !finish_sampling(a.sub, a.sp) ||
+      !finish_spec(a.sub, a.spec_flags, &a.spec))
+    return 1;
   auto eng = make_api_engine(a.common);
   if (!eng) return 1;
   if (!check_chat_template(*eng, a.common.model)) return 1;
@@ -304,6 +309,7 @@ RunFn add_chat(CLI::App& app) {
   a->sub = sub;
   add_common_options(sub, a->common);
   add_sampling_options(sub, a->sp);
+  add_spec_options(sub, a->spec_flags);
   sub->add_option("--system", a->system, "System message");
   sub->add_option("-n,--n-predict", a->n_predict, "Max tokens per reply")
       ->check(int_range("--n-predict", 1, INT32_MAX));

@@ -17,6 +17,8 @@ struct GenerateArgs {
   std::string system;
   std::vector<std::string> stops;
   sampling::SamplerParams sp;
+  SpecFlags spec_flags;
+  turbokv::SpecParams spec;
   std::string save_session, load_session;  // KV snapshot files
   CLI::App* sub = nullptr;
 };
@@ -35,7 +37,8 @@ bool check_flags(GenerateArgs& a) {
     a.prompt = ss.str();
   }
   if (!a.chat) warn_no_effect(a.sub, "--system", "without --chat");
-  return check_common(a.sub, a.common) && finish_sampling(a.sub, a.sp);
+  return check_common(a.sub, a.common) && finish_sampling(a.sub, a.sp) &&
+         finish_spec(a.sub, a.spec_flags, &a.spec);
 }
 
 // Prompt text -> token ids, through the chat template with --chat.
@@ -60,6 +63,11 @@ void print_timings(const turbokv::Engine& eng, const turbokv::Event& end) {
                "at %.1f tok/s (%.1f GB/s of weights)\n",
                turbokv::finish_reason_name(end.finish), static_cast<long long>(t.prefill_tokens),
                prefill_tok_s, static_cast<long long>(t.generated_tokens), t.decode_tok_s(), gbs);
+  if (t.drafted_tokens > 0)
+    std::fprintf(
+        stderr, "[turbokv] speculation: %lld of %lld draft tokens accepted (%.0f%%)\n",
+        static_cast<long long>(t.accepted_tokens), static_cast<long long>(t.drafted_tokens),
+        100.0 * static_cast<double>(t.accepted_tokens) / static_cast<double>(t.drafted_tokens));
 }
 }  // namespace
 
@@ -84,6 +92,7 @@ static int run_generate(GenerateArgs& a) {
   turbokv::Request r;
   r.prompt_tokens = ids.value();
   r.sampling = to_api(a.sp);
+  r.spec = a.spec;
   r.stop = a.stops;
   r.max_tokens = a.n_predict;
   r.on_prefill_progress = progress_bar;
@@ -131,6 +140,7 @@ RunFn add_generate(CLI::App& app) {
   a->sub = sub;
   add_common_options(sub, a->common);
   add_sampling_options(sub, a->sp);
+  add_spec_options(sub, a->spec_flags);
   auto* p = sub->add_option("-p,--prompt", a->prompt, "Prompt text");
   sub->add_option("-f,--file", a->prompt_file, "Read the prompt from FILE")->excludes(p);
   sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")

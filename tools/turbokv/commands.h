@@ -48,6 +48,16 @@ void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);
 // flags greedy decoding ignores, and draws + prints a random seed unless --seed.
 bool finish_sampling(CLI::App* sub, sampling::SamplerParams& sp);
 
+// --spec none | ngram, --spec-max N, --draft-model PATH (refused: not yet).
+struct SpecFlags {
+  std::string kind = "none";
+  int max_draft = 8;
+  std::string draft_model;
+};
+void add_spec_options(CLI::App* app, SpecFlags& f);
+// After parsing: the request's SpecParams, or false after printing the error.
+bool finish_spec(CLI::App* sub, const SpecFlags& f, turbokv::SpecParams* out);
+
 // Prints "warning: FLAG has no effect WHY" when FLAG was given on sub.
 void warn_no_effect(CLI::App* sub, const std::string& flag, const std::string& why);
 

@@ -26,23 +26,24 @@ float f16_at(const uint8_t* p) {
 // (zero - 128)·s once AVX-512 flips signed keys to unsigned; affine the bias), and
 // max |ṽ| of turbo rows into r_max.
 void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_max) {
-  const int d = s.head_dim;
-  const quant::KvRowLayout lay = quant::kv_row_layout(s.scheme);
-  const bool turbo = s.scheme.kind == quant::KvKind::kTurbo;
+  const int d = s.format.head_dim();
+  const quant::KvRowLayout lay = quant::kv_row_layout(s.format.scheme);
+  const bool turbo = s.format.scheme.kind == quant::KvKind::kTurbo;
   const int n_groups = static_cast<int>(lay.k_scale_bytes / 2), grp = d / n_groups;
   std::vector<float> rot(static_cast<size_t>(d));
   for (int64_t t = 0; t < s.n_kv; ++t) {
-    const int32_t page = s.page_ids[t / s.page_size];
+    const int32_t page = s.page_ids[t / s.format.page_size];
     if (page < 0) continue;
-    for (int h = 0; h < s.n_kv_heads; ++h) {
+    for (int h = 0; h < s.format.n_kv_heads; ++h) {
       const uint8_t* row =
-          s.pool +
-          ((int64_t{page} * s.n_kv_heads + h) * s.page_size + t % s.page_size) * lay.row_bytes;
-      const int64_t at = ((s.pos0 + t) * s.n_kv_heads + h) * d;
+          s.pool + ((int64_t{page} * s.format.n_kv_heads + h) * s.format.page_size +
+                    t % s.format.page_size) *
+                       lay.row_bytes;
+      const int64_t at = ((s.pos0 + t) * s.format.n_kv_heads + h) * d;
       for (int g = 0; g < n_groups; ++g) {
         const double sc = f16_at(row + lay.k_scale_offset + 2 * g);
         const double z = f16_at(row + lay.k_zero_offset + 2 * g);
-        const double b0 = turbo ? z * sc : z, b1 = s.scheme.k_signed() ? (z - 128) * sc : b0;
+        const double b0 = turbo ? z * sc : z, b1 = s.format.scheme.k_signed() ? (z - 128) * sc : b0;
         for (int e = g * grp; e < (g + 1) * grp; ++e) {
           const double x = k[at + e];
           w[at + e] = static_cast<float>(
@@ -51,7 +52,7 @@ void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_
       }
       if (!turbo) continue;
       KvDequantParams p;
-      p.scheme = s.scheme;
+      p.scheme = s.format.scheme;
       p.n_rows = 1;
       p.in = kv_planes_interleaved(const_cast<uint8_t*>(row), lay);
       p.v = rot.data();
@@ -75,7 +76,7 @@ double fused_bound(const FusedBoundInputs& t, int head_dim, int64_t n_kv, RefQue
 
 FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const AttnArgs& a) {
   TKV_CHECK(n_segs >= 1);
-  const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads, group = a.n_heads / nkv;
+  const int d = segs[0].format.head_dim(), nkv = segs[0].format.n_kv_heads, group = a.n_heads / nkv;
   const int64_t n_total = segs[n_segs - 1].pos0 + segs[n_segs - 1].n_kv;
   std::vector<float> k(static_cast<size_t>(n_total * nkv * d)), v(k.size());
   kv_segments_dequant(segs, n_segs, k.data(), v.data());
@@ -117,7 +118,7 @@ FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const
 double fused_attention_bound(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
                              RefQuery rq) {
   const int64_t n_total = segs[n_segs - 1].pos0 + segs[n_segs - 1].n_kv;
-  return fused_bound(fused_bound_inputs(segs, n_segs, a), segs[0].head_dim, n_total, rq);
+  return fused_bound(fused_bound_inputs(segs, n_segs, a), segs[0].format.head_dim(), n_total, rq);
 }
 
 }  // namespace tkv::kernels

@@ -1,7 +1,7 @@
 // Derived bound on |fused - reference| for one paged attention call
 // (attention_paged_fused_cpu vs attention_paged_ref on the same stored K/V): the
 // tolerance of the kernel's tests and kvcache tests, and what --kv-attn verify
-// (KvCache::attn_check) measures the int8 query's deviation against. House rule for
+// (ops::AttnCheckLog) measures the int8 query's deviation against. House rule for
 // reductions: sqrt(K) u |a||b|, u = 2^-24, a factor 2 margin.
 #pragma once
 #include <cstdint>

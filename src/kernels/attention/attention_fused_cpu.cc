@@ -50,29 +50,29 @@ const float* padded_centroids(int v_bits) {
 
 SegFmt seg_format(const KvSegmentView& s) {
   SegFmt f;
-  f.row.head_dim = s.head_dim;
-  f.row_bytes = kv_segment_row_bytes(s.is_float, s.scheme, s.head_dim);
-  if (s.is_float) {
-    f.row.v_off = 2 * s.head_dim;
-    if (s.scheme.kind == quant::KvKind::kF16) f.k = KId::kF16, f.v = VId::kF16;
+  f.row.head_dim = s.format.head_dim();
+  f.row_bytes = s.format.rows().row_bytes;
+  if (s.format.is_float()) {
+    f.row.v_off = 2 * s.format.head_dim();
+    if (s.format.scheme.kind == quant::KvKind::kF16) f.k = KId::kF16, f.v = VId::kF16;
     return f;
   }
-  const quant::KvRowLayout l = quant::kv_row_layout(s.scheme);
-  f.row = {l.k_data_offset,  l.v_data_offset, l.k_scale_offset, l.k_zero_offset,
-           l.v_scale_offset, l.v_zero_offset, s.head_dim,       nullptr};
-  const int kb = s.scheme.k_bits, vb = s.scheme.v_bits;
-  if (s.scheme.kind == quant::KvKind::kAffine) {
+  const quant::KvRowLayout l = quant::kv_row_layout(s.format.scheme);
+  f.row = {l.k_data_offset,  l.v_data_offset, l.k_scale_offset,    l.k_zero_offset,
+           l.v_scale_offset, l.v_zero_offset, s.format.head_dim(), nullptr};
+  const int kb = s.format.scheme.k_bits, vb = s.format.scheme.v_bits;
+  if (s.format.scheme.kind == quant::KvKind::kAffine) {
     f.k = kb == 8 ? KId::kA8 : KId::kA4;
     f.v = vb == 8 ? VId::kA8 : VId::kA4;
     return f;
   }
-  TKV_CHECK(s.scheme.kind == quant::KvKind::kTurbo);
-  f.k = kb == 2               ? KId::kT2
-        : kb == 3             ? KId::kT3
-        : kb == 4             ? KId::kT4
-        : kb == 5             ? KId::kT5
-        : s.scheme.k_signed() ? KId::kT8s
-                              : KId::kT8u;
+  TKV_CHECK(s.format.scheme.kind == quant::KvKind::kTurbo);
+  f.k = kb == 2                      ? KId::kT2
+        : kb == 3                    ? KId::kT3
+        : kb == 4                    ? KId::kT4
+        : kb == 5                    ? KId::kT5
+        : s.format.scheme.k_signed() ? KId::kT8s
+                                     : KId::kT8u;
   f.v = vb == 1   ? VId::kT1
         : vb == 2 ? VId::kT2
         : vb == 3 ? VId::kT3
@@ -194,7 +194,7 @@ bool auto_picks_avx512() {
 void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
                                ThreadPool& pool, FusedIsa isa) {
   TKV_CHECK(n_segs >= 1 && n_segs <= 8);
-  const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads;
+  const int d = segs[0].format.head_dim(), nkv = segs[0].format.n_kv_heads;
   const int G = a.n_heads / nkv;
   TKV_CHECK(G >= 1 && G <= kMaxGroup && G * nkv == a.n_heads && d % 8 == 0 && d <= kMaxDim);
   if (isa == FusedIsa::kAuto)
@@ -205,7 +205,8 @@ void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const Attn
   SegFmt fmts[8];
   Ctx c{segs, fmts, n_segs, &a, G, d, nkv, 0, false};
   for (int s = 0; s < n_segs; ++s) {
-    TKV_CHECK(segs[s].head_dim == d && segs[s].n_kv_heads == nkv && segs[s].pos0 == c.n_total);
+    TKV_CHECK(segs[s].format.head_dim() == d && segs[s].format.n_kv_heads == nkv &&
+              segs[s].pos0 == c.n_total);
     fmts[s] = seg_format(segs[s]);
     c.has_rot = c.has_rot || fmts[s].rotated;
     c.n_total += segs[s].n_kv;

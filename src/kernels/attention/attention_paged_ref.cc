@@ -13,32 +13,29 @@
 
 namespace tkv::kernels {
 
-int64_t kv_segment_row_bytes(bool is_float, const quant::KvScheme& scheme, int head_dim) {
-  if (is_float) return int64_t{4} * head_dim;
-  return quant::kv_row_layout(scheme).row_bytes;
-}
-
 namespace {
 
 // Dequantizes one segment into k/v at [pos, n_kv_heads, head_dim] for its positions.
 void dequant_segment(const KvSegmentView& s, float* k, float* v) {
-  const int d = s.head_dim;
-  const int64_t rb = kv_segment_row_bytes(s.is_float, s.scheme, d);
-  const quant::KvRowLayout lay = s.is_float ? quant::KvRowLayout{} : quant::kv_row_layout(s.scheme);
+  const int d = s.format.head_dim();
+  const quant::KvRowLayout lay = s.format.rows();
+  const int64_t rb = lay.row_bytes;
   for (int64_t t = 0; t < s.n_kv; ++t) {
-    const int32_t page = s.page_ids[t / s.page_size];
-    for (int h = 0; h < s.n_kv_heads; ++h) {
-      float* ko = k + ((s.pos0 + t) * s.n_kv_heads + h) * d;
-      float* vo = v + ((s.pos0 + t) * s.n_kv_heads + h) * d;
+    const int32_t page = s.page_ids[t / s.format.page_size];
+    for (int h = 0; h < s.format.n_kv_heads; ++h) {
+      float* ko = k + ((s.pos0 + t) * s.format.n_kv_heads + h) * d;
+      float* vo = v + ((s.pos0 + t) * s.format.n_kv_heads + h) * d;
       if (page < 0) {  // released (outside every window that can still look at it)
         for (int e = 0; e < d; ++e) ko[e] = vo[e] = 0.0f;
         continue;
       }
       const uint8_t* row =
-          s.pool + ((int64_t{page} * s.n_kv_heads + h) * s.page_size + t % s.page_size) * rb;
-      if (s.is_float) {
+          s.pool + ((int64_t{page} * s.format.n_kv_heads + h) * s.format.page_size +
+                    t % s.format.page_size) *
+                       rb;
+      if (s.format.is_float()) {
         const auto* r16 = reinterpret_cast<const uint16_t*>(row);
-        const bool f16 = s.scheme.kind == quant::KvKind::kF16;
+        const bool f16 = s.format.scheme.kind == quant::KvKind::kF16;
         for (int e = 0; e < d; ++e) {
           ko[e] = f16 ? f16_to_f32(r16[e]) : bf16_to_f32(r16[e]);
           vo[e] = f16 ? f16_to_f32(r16[d + e]) : bf16_to_f32(r16[d + e]);
@@ -46,7 +43,7 @@ void dequant_segment(const KvSegmentView& s, float* k, float* v) {
         continue;
       }
       KvDequantParams p;
-      p.scheme = s.scheme;
+      p.scheme = s.format.scheme;
       p.n_rows = 1;
       p.in = kv_planes_interleaved(const_cast<uint8_t*>(row), lay);
       p.k = ko;
@@ -60,10 +57,11 @@ void dequant_segment(const KvSegmentView& s, float* k, float* v) {
 
 void kv_segments_dequant(const KvSegmentView* segs, int n_segs, float* k, float* v) {
   TKV_CHECK(n_segs >= 1);
-  const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads;
+  const int d = segs[0].format.head_dim(), nkv = segs[0].format.n_kv_heads;
   int64_t expect = 0;
   for (int i = 0; i < n_segs; ++i) {
-    TKV_CHECK(segs[i].pos0 == expect && segs[i].head_dim == d && segs[i].n_kv_heads == nkv);
+    TKV_CHECK(segs[i].pos0 == expect && segs[i].format.head_dim() == d &&
+              segs[i].format.n_kv_heads == nkv);
     expect += segs[i].n_kv;
     dequant_segment(segs[i], k, v);
   }
@@ -73,7 +71,7 @@ void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& 
   TKV_CHECK(n_segs >= 1);
   const KvSegmentView& last = segs[n_segs - 1];
   const int64_t n_total = last.pos0 + last.n_kv;
-  const int d = segs[0].head_dim, nkv = segs[0].n_kv_heads;
+  const int d = segs[0].format.head_dim(), nkv = segs[0].format.n_kv_heads;
   std::vector<float> k(static_cast<size_t>(n_total * nkv * d)), v(k.size());
   kv_segments_dequant(segs, n_segs, k.data(), v.data());
   // kAsFused: keys of int8-query segments are scored with the fused kernel's int8 query.

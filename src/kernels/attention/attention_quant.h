@@ -1,34 +1,17 @@
 // Attention over a paged, possibly quantized KV cache (bf16, affine, TurboQuant),
 // spec turboquant-codec.md §4. A sequence is a list of segments (e.g. a bf16
-// prefix from --kv-quant-start, then the quantized rest), each a POD view of a
-// page pool laid out [n_pool_pages, n_kv_heads, page_size, row_bytes] so that one
-// kv head's consecutive tokens are contiguous. Rows are the codec's interleaved
-// KvRowLayout (quant::kv_row_layout); bf16 rows are [k bf16 x D][v bf16 x D].
+// prefix from --kv-quant-start, then the quantized rest), each a KvSegmentView of
+// host pages in the one page format (kv_page.h).
 #pragma once
 #include <cstdint>
 
 #include "base/thread_pool.h"
 #include "kernels/attention/attention.h"
+#include "kernels/attention/kv_page.h"
 #include "quant/kv_scheme.h"
 
 namespace tkv::kernels {
 
-struct KvSegmentView {
-  bool is_float = true;    // bf16 rows (any head_dim % 8 == 0); else `scheme`
-  quant::KvScheme scheme;  // affine or turbo when !is_float
-  int head_dim = 0;
-  int n_kv_heads = 0;
-  int page_size = 0;
-  const uint8_t* pool =
-      nullptr;  // [n_pool_pages, n_kv_heads, page_size, row_bytes] (+16 B tail pad)
-  const int32_t* page_ids =
-      nullptr;       // [ceil(n_kv / page_size)] pool page per logical page (-1 = released)
-  int64_t pos0 = 0;  // sequence position of the segment's first token
-  int64_t n_kv = 0;  // tokens in the segment (positions pos0 .. pos0 + n_kv - 1)
-};
-
-// Bytes of one (token, kv head) row of a segment's format.
-int64_t kv_segment_row_bytes(bool is_float, const quant::KvScheme& scheme, int head_dim);
 // Tail padding every pool must have past its last page (the SIMD unpack over-reads).
 constexpr int64_t kKvPoolTailPad = 16;
 

@@ -1,8 +1,6 @@
 // Host side of the CUDA decode attention: validation ("[attention_cuda] ..."), the
 // split plan (partitions sized so the grid fills the GPU), workspace carving, byte
-// count, and the launch of partial + reduce kernels. Compiled only with TKV_CUDA
-// (the kernels .cc glob is shared with CPU builds).
-#if defined(TKV_WITH_CUDA)
+// count, and the launch of partial + reduce kernels. Built only with TKV_CUDA.
 #include "kernels/attention_cuda/attention_cuda.h"
 
 #include <algorithm>
@@ -34,32 +32,35 @@ bool valid_bits(int b, bool v) {
 }
 
 Status validate(const DecodeCudaParams& p) {
-  const PagedKvFormat& f = p.kv.format;
+  const KvPageFormat& f = p.kv.format;
   auto bad = [](const std::string& m) {
     return Status(StatusCode::kInvalidArgument, "[attention_cuda] " + m);
   };
-  if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256 && f.head_dim != 512)
-    return bad("head_dim " + std::to_string(f.head_dim) + " not in {64,128,256,512}");
-  if (!f.bf16 && (!valid_bits(f.k_bits, false) || !valid_bits(f.v_bits, true)))
-    return bad("turbo widths k" + std::to_string(f.k_bits) + "v" + std::to_string(f.v_bits) +
-               " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
-  if (p.kv.n_kv_heads <= 0 || p.n_heads <= 0 || p.n_heads % p.kv.n_kv_heads != 0)
+  // The CUDA kernels read bf16 or turbo pages (no f16 or affine kernels yet).
+  if (f.scheme.kind != quant::KvKind::kBf16 && f.scheme.kind != quant::KvKind::kTurbo)
+    return bad("scheme kind " + std::to_string((int)f.scheme.kind) + " is not bf16 or turbo");
+  if (f.head_dim() != 64 && f.head_dim() != 128 && f.head_dim() != 256 && f.head_dim() != 512)
+    return bad("head_dim " + std::to_string(f.head_dim()) + " not in {64,128,256,512}");
+  if (!f.is_float() && (!valid_bits(f.scheme.k_bits, false) || !valid_bits(f.scheme.v_bits, true)))
+    return bad("turbo widths k" + std::to_string(f.scheme.k_bits) + "v" +
+               std::to_string(f.scheme.v_bits) + " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
+  if (p.kv.format.n_kv_heads <= 0 || p.n_heads <= 0 || p.n_heads % p.kv.format.n_kv_heads != 0)
     return bad("n_heads " + std::to_string(p.n_heads) + " is not a multiple of n_kv_heads " +
-               std::to_string(p.kv.n_kv_heads));
-  if (p.kv.page_size <= 0 || (p.kv.page_size & (p.kv.page_size - 1)) != 0)
-    return bad("page_size " + std::to_string(p.kv.page_size) + " is not a power of two");
+               std::to_string(p.kv.format.n_kv_heads));
+  if (p.kv.format.page_size <= 0 || (p.kv.format.page_size & (p.kv.format.page_size - 1)) != 0)
+    return bad("page_size " + std::to_string(p.kv.format.page_size) + " is not a power of two");
   if (p.n_seqs <= 0 || p.n_seqs > 65535)
     return bad("n_seqs " + std::to_string(p.n_seqs) + " not in [1, 65535]");
   if (p.max_seq_len < 0) return bad("max_seq_len < 0");
   if (p.partition_tokens % kPartAlign != 0) return bad("partition_tokens must be a multiple of 64");
   if (p.kv.page_stride < 0) return bad("page_stride " + std::to_string(p.kv.page_stride) + " < 0");
-  if (p.kv.page_stride > 0 && (int64_t)p.kv.page_stride * p.kv.page_size < p.max_seq_len)
+  if (p.kv.page_stride > 0 && (int64_t)p.kv.page_stride * p.kv.format.page_size < p.max_seq_len)
     return bad("block table of " + std::to_string(p.kv.page_stride) +
                " pages per sequence holds fewer than max_seq_len " + std::to_string(p.max_seq_len) +
                " tokens");
   if (!p.q || !p.out || !p.kv.k_data || !p.kv.v_data ||
       (p.kv.page_stride == 0 && !p.kv.page_indptr) || !p.kv.page_indices || !p.kv.seq_lens ||
-      (!f.bf16 && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))
+      (!f.is_float() && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))
     return bad("null device pointer");
   if (p.workspace_bytes < decode_workspace_bytes(p) || !p.workspace)
     return bad("workspace of " + std::to_string(p.workspace_bytes) + " bytes, need " +
@@ -71,9 +72,10 @@ Status validate(const DecodeCudaParams& p) {
 
 DecodePlan decode_plan(const DecodeCudaParams& p) {
   DecodePlan plan;
-  const int gqa = p.kv.n_kv_heads > 0 ? std::max(1, p.n_heads / p.kv.n_kv_heads) : 1;
+  const int gqa = p.kv.format.n_kv_heads > 0 ? std::max(1, p.n_heads / p.kv.format.n_kv_heads) : 1;
   plan.query_heads_per_block = heads_per_block(gqa);
-  const int64_t blocks = (int64_t)p.n_seqs * p.kv.n_kv_heads * (gqa / plan.query_heads_per_block);
+  const int64_t blocks =
+      (int64_t)p.n_seqs * p.kv.format.n_kv_heads * (gqa / plan.query_heads_per_block);
   const int len = std::max(1, p.max_seq_len);
   int part = p.partition_tokens;
   const bool tc = decode_uses_tensor_cores(p);
@@ -92,7 +94,7 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
     // Partitions stay <= kMaxMmaPart: on the H200, B=32 x 128k ran 3146 us as 2 x 65536
     // tokens (one wave) and 2590 us as 8 x 16384 (docs/bench/cuda.md, 4 blocks/SM then).
     const int64_t slots =
-        (int64_t)sms * (p.kv.format.bf16 ? 1 : 2);  // bf16: 8-warp blocks of 192 KB, 1 per SM
+        (int64_t)sms * (p.kv.format.is_float() ? 1 : 2);  // bf16: 8-warp blocks of 192 KB, 1 per SM
     const int max_parts = std::max(1, (len + kMinPart - 1) / kMinPart);
     int64_t best = INT64_MAX;
     for (int n = 1; n <= max_parts; ++n) {
@@ -115,13 +117,13 @@ DecodePlan decode_plan(const DecodeCudaParams& p) {
   plan.n_parts = (len + part - 1) / part;
   if (tc)
     plan.mma_warps =
-        blocks * plan.n_parts <= sms && len >= kOneWaveMinLen && !p.kv.format.bf16 ? 16 : 8;
+        blocks * plan.n_parts <= sms && len >= kOneWaveMinLen && !p.kv.format.is_float() ? 16 : 8;
   return plan;
 }
 
 int64_t decode_workspace_bytes(const DecodeCudaParams& p) {
   const DecodePlan plan = decode_plan(p);
-  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim + 2) *
+  return (int64_t)p.n_seqs * p.n_heads * plan.n_parts * (p.kv.format.head_dim() + 2) *
              (int64_t)sizeof(float) +
          (int64_t)p.n_seqs * p.n_heads * (int64_t)sizeof(int);  // + the merge counters
 }
@@ -130,10 +132,10 @@ int64_t decode_bytes_read(const DecodeCudaParams& p, const int32_t* host_seq_len
   int64_t tokens = 0, pages = 0;
   for (int s = 0; s < p.n_seqs; ++s) {
     tokens += host_seq_lens[s];
-    pages += (host_seq_lens[s] + p.kv.page_size - 1) / p.kv.page_size;
+    pages += (host_seq_lens[s] + p.kv.format.page_size - 1) / p.kv.format.page_size;
   }
-  const int64_t q_bytes = (int64_t)p.n_seqs * p.n_heads * p.kv.format.head_dim * 2;
-  return tokens * p.kv.n_kv_heads * p.kv.format.row_bytes() + pages * 4 + q_bytes;
+  const int64_t q_bytes = (int64_t)p.n_seqs * p.n_heads * p.kv.format.head_dim() * 2;
+  return tokens * p.kv.format.n_kv_heads * p.kv.format.rows().row_bytes + pages * 4 + q_bytes;
 }
 
 Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
@@ -143,12 +145,12 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
   l.plan = decode_plan(p);
   l.q_scale = p.softmax_scale * 1.4426950408889634f;
   l.ws_acc = static_cast<float*>(p.workspace);
-  l.ws_ml = l.ws_acc + (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts * p.kv.format.head_dim;
-  const bool turbo = !p.kv.format.bf16;
+  l.ws_ml = l.ws_acc + (int64_t)p.n_seqs * p.n_heads * l.plan.n_parts * p.kv.format.head_dim();
+  const bool turbo = !p.kv.format.is_float();
   if (turbo) {
-    l.centroids = turbo_centroids_cuda(p.kv.format.v_bits);
-    l.signs = turbo_signs_cuda(p.kv.format.head_dim);
-    l.inv_sqrt = quant::turbo_inv_sqrt(p.kv.format.head_dim);
+    l.centroids = turbo_centroids_cuda(p.kv.format.scheme.v_bits);
+    l.signs = turbo_signs_cuda(p.kv.format.head_dim());
+    l.inv_sqrt = quant::turbo_inv_sqrt(p.kv.format.head_dim());
     if (!l.centroids || !l.signs)
       return Status(StatusCode::kInternal, "[attention_cuda] table upload failed");
   }
@@ -172,4 +174,3 @@ Status decode_attention_cuda(const DecodeCudaParams& p, cudaStream_t stream) {
 }
 
 }  // namespace tkv::kernels
-#endif  // TKV_WITH_CUDA

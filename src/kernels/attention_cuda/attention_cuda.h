@@ -19,8 +19,8 @@ namespace tkv::kernels {
 struct DecodeCudaParams {
   PagedKv kv;  // device pointers; the cache holds each seq's tokens incl. the new one
   int n_seqs = 0;
-  int n_heads = 0;      // query heads; a multiple of kv.n_kv_heads (head h uses kv head h / gqa)
-  int max_seq_len = 0;  // host-side upper bound of seq_lens (sizes the split)
+  int n_heads = 0;  // query heads; a multiple of kv.format.n_kv_heads (head h uses kv head h / gqa)
+  int max_seq_len = 0;          // host-side upper bound of seq_lens (sizes the split)
   float softmax_scale = 0.0f;   // usually 1/sqrt(head_dim)
   const uint16_t* q = nullptr;  // [n_seqs, n_heads, head_dim] bf16, device
   uint16_t* out = nullptr;      // [n_seqs, n_heads, head_dim] bf16, device
@@ -63,11 +63,14 @@ DecodePlan decode_plan(const DecodeCudaParams& p);
 // min_blocks_per_sm 0, not general_kernel. Its error model differs (turbo: fp16 P and V·scale;
 // bf16: bf16 P): tests/cuda/attention_cuda_test.cc.
 inline bool decode_uses_tensor_cores(const DecodeCudaParams& p) {
-  const PagedKvFormat& f = p.kv.format;
-  const bool widths = f.bf16 || (f.k_bits == 8 && (f.v_bits == 3 || f.v_bits == 4)) ||
-                      (f.k_bits == 4 && (f.v_bits == 2 || f.v_bits == 3));  // k_signed: 8-bit only
-  return widths && f.head_dim == 128 && p.kv.n_kv_heads > 0 &&
-         (p.n_heads / p.kv.n_kv_heads) % 4 == 0 && p.min_blocks_per_sm == 0 && !p.general_kernel;
+  const KvPageFormat& f = p.kv.format;
+  const bool widths = f.is_float() ||
+                      (f.scheme.k_bits == 8 && (f.scheme.v_bits == 3 || f.scheme.v_bits == 4)) ||
+                      (f.scheme.k_bits == 4 &&
+                       (f.scheme.v_bits == 2 || f.scheme.v_bits == 3));  // k_signed: 8-bit only
+  return widths && f.head_dim() == 128 && p.kv.format.n_kv_heads > 0 &&
+         (p.n_heads / p.kv.format.n_kv_heads) % 4 == 0 && p.min_blocks_per_sm == 0 &&
+         !p.general_kernel;
 }
 // Workspace for the fp32 partials, n_seqs * n_heads * n_parts * (head_dim + 2) floats, and
 // n_seqs * n_heads int merge counters (reset by each call unless merge_counters is set).

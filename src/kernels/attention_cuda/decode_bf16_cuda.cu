@@ -53,14 +53,14 @@ template <int TILE, int MINB>
 __global__ void __launch_bounds__(kThreads, MINB) decode_bf16_kernel(const DecodeLaunch a) {
   extern __shared__ __align__(16) uint8_t smem[];
   const PagedKv& kv = a.p.kv;
-  const int rb = kv.format.head_dim * 2;
+  const int rb = kv.format.head_dim() * 2;
   const TokenCtx ctx{{kv.k_data, kv.v_data}, {rb, rb}, 2, 0.0f, 0u, nullptr};
   decode_partial<Bf16Codec, TILE>(a, ctx, smem);
 }
 
 template <int TILE, int MINB>
 cudaError_t launch_tile(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
-  const int d = a.p.kv.format.head_dim;
+  const int d = a.p.kv.format.head_dim();
   const int rows[kMaxPlanes] = {2 * d, 2 * d, 0, 0, 0};
   const int smem = decode_smem_bytes(rows, 2, d, TILE);
   static int raised = 0;  // the opt-in above 48 KiB, once per instantiation (and size)
@@ -77,12 +77,12 @@ cudaError_t launch_tile(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t launch_decode_bf16(const DecodeLaunch& a, cudaStream_t stream) {
-  const int gqa = a.p.n_heads / a.p.kv.n_kv_heads;
-  const dim3 grid(a.plan.n_parts, a.p.kv.n_kv_heads * (gqa / a.plan.query_heads_per_block),
+  const int gqa = a.p.n_heads / a.p.kv.format.n_kv_heads;
+  const dim3 grid(a.plan.n_parts, a.p.kv.format.n_kv_heads * (gqa / a.plan.query_heads_per_block),
                   a.p.n_seqs);
   switch (a.plan.query_heads_per_block) {
     case 4:
-      if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim == 128)
+      if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim() == 128)
         return launch_tile<4, 3>(a, grid, stream);
       return launch_tile<4, 1>(a, grid, stream);
     case 2:

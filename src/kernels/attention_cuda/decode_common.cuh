@@ -197,23 +197,23 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
                                                uint8_t* smem) {
   const PagedKv& kv = a.p.kv;
   const int part = blockIdx.x, seq = blockIdx.z;
-  const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / TILE;
+  const int gqa = a.p.n_heads / kv.format.n_kv_heads, n_tiles_h = gqa / TILE;
   const int kvh = blockIdx.y / n_tiles_h, hq0 = kvh * gqa + (blockIdx.y % n_tiles_h) * TILE;
   const int seq_len = kv.seq_lens[seq], t_begin = part * a.plan.partition_tokens;
   if (t_begin >= seq_len) return;  // uniform per block: the reduce ignores this partition
   const int t_end = min(seq_len, t_begin + a.plan.partition_tokens);
-  const int d = kv.format.head_dim, lanes = d / kChunk, slots = 32 / lanes,
+  const int d = kv.format.head_dim(), lanes = d / kChunk, slots = 32 / lanes,
             tile = kTileLanes / lanes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slot = lane / lanes, j = lane % lanes;
   const int32_t* pages = kv.seq_pages(seq);
-  const int ps_shift = __ffs(kv.page_size) - 1;
+  const int ps_shift = __ffs(kv.format.page_size) - 1;
   const int sbytes = stage_bytes(ctx.row_bytes, ctx.n_planes, lanes);
   const int n_tiles = (t_end - t_begin + tile - 1) / tile;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_tiles)
       issue_tile(ctx, smem + s * sbytes, tile, t_begin + s * tile, t_end, pages, ps_shift,
-                 kv.page_size, kv.n_kv_heads, kvh);
+                 kv.format.page_size, kv.format.n_kv_heads, kvh);
     cp_async_commit();
   }
 
@@ -239,7 +239,7 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
     const int nxt = it + kStages - 1;
     if (nxt < n_tiles)
       issue_tile(ctx, smem + (nxt % kStages) * sbytes, tile, t_begin + nxt * tile, t_end, pages,
-                 ps_shift, kv.page_size, kv.n_kv_heads, kvh);
+                 ps_shift, kv.format.page_size, kv.format.n_kv_heads, kvh);
     cp_async_commit();
     const uint8_t* stage = smem + (it % kStages) * sbytes;
     // Scores of this thread's kUnroll tokens first (independent chains for ILP), one

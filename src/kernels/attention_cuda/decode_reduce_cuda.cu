@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(1024)
   __shared__ float s_acc[kMaxGroups - 1][kMaxHeadDim];
   __shared__ float s_l[kMaxGroups - 1];
   const int head = blockIdx.x, seq = blockIdx.y, nt = blockDim.x;
-  const int d = a.p.kv.format.head_dim, n_parts = a.plan.n_parts;
+  const int d = a.p.kv.format.head_dim(), n_parts = a.plan.n_parts;
   const int e = threadIdx.x % d, g = threadIdx.x / d;
   const int seq_len = a.p.kv.seq_lens[seq];
   const int used = (seq_len + a.plan.partition_tokens - 1) / a.plan.partition_tokens;
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(1024)
 }  // namespace
 
 cudaError_t launch_decode_reduce(const DecodeLaunch& a, bool unrotate, cudaStream_t stream) {
-  const int d = a.p.kv.format.head_dim;
+  const int d = a.p.kv.format.head_dim();
   int groups = 1024 / d < kMaxGroups ? 1024 / d : kMaxGroups;
   if (a.plan.n_parts < groups) groups = a.plan.n_parts < 1 ? 1 : a.plan.n_parts;
   const dim3 grid(a.p.n_heads, a.p.n_seqs);

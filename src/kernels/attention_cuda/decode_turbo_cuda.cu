@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(kThreads, MINB) decode_turbo_kernel(const Deco
   __shared__ float s_cent[1 << VB];
   for (int i = threadIdx.x; i < (1 << VB); i += kThreads) s_cent[i] = a.centroids[i];
   const PagedKv& kv = a.p.kv;
-  const int d = kv.format.head_dim;
-  const bool sgn = KB == 8 && kv.format.k_signed;
+  const int d = kv.format.head_dim();
+  const bool sgn = KB == 8 && kv.format.scheme.k_signed();
   const TokenCtx ctx{
       {kv.k_data, kv.v_data, reinterpret_cast<const uint8_t*>(kv.k_scale),
        reinterpret_cast<const uint8_t*>(kv.k_zero), reinterpret_cast<const uint8_t*>(kv.v_scale)},
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode_turbo_kernel(const Deco
 
 template <int KB, int VB, int TILE, int MINB>
 cudaError_t launch_tile(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
-  const int d = a.p.kv.format.head_dim;
+  const int d = a.p.kv.format.head_dim();
   const int rows[kMaxPlanes] = {d * KB / 8, d * VB / 8, d / 16, d / 16, d / 16};
   const int smem = decode_smem_bytes(rows, 5, d, TILE);
   static int raised = 0;  // the opt-in above 48 KiB, once per instantiation (and size)
@@ -110,7 +110,7 @@ cudaError_t launch_kv(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
   switch (a.plan.query_heads_per_block) {
     case 4:
       if constexpr ((KB == 8 && (VB == 3 || VB == 4)) || (KB == 4 && (VB == 3 || VB == 2))) {
-        if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim == 128)
+        if (a.p.min_blocks_per_sm == 3 && a.p.kv.format.head_dim() == 128)
           return launch_tile<KB, VB, 4, 3>(a, grid, stream);
       }
       return launch_tile<KB, VB, 4, 1>(a, grid, stream);
@@ -123,7 +123,7 @@ cudaError_t launch_kv(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
 
 template <int KB>
 cudaError_t launch_k(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
-  switch (a.p.kv.format.v_bits) {
+  switch (a.p.kv.format.scheme.v_bits) {
     case 1:
       return launch_kv<KB, 1>(a, grid, stream);
     case 2:
@@ -144,10 +144,10 @@ cudaError_t launch_k(const DecodeLaunch& a, dim3 grid, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t launch_decode_turbo(const DecodeLaunch& a, cudaStream_t stream) {
-  const int gqa = a.p.n_heads / a.p.kv.n_kv_heads;
-  const dim3 grid(a.plan.n_parts, a.p.kv.n_kv_heads * (gqa / a.plan.query_heads_per_block),
+  const int gqa = a.p.n_heads / a.p.kv.format.n_kv_heads;
+  const dim3 grid(a.plan.n_parts, a.p.kv.format.n_kv_heads * (gqa / a.plan.query_heads_per_block),
                   a.p.n_seqs);
-  switch (a.p.kv.format.k_bits) {
+  switch (a.p.kv.format.scheme.k_bits) {
     case 2:
       return launch_k<2>(a, grid, stream);
     case 3:

@@ -263,8 +263,8 @@ template <class L, int kRows>
 __device__ __forceinline__ void issue_copies(const PagedKv& kv, const TmaMaps& tm, uint8_t* kst,
                                              uint8_t* vst, uint8_t* sst, int tok, int t,
                                              int32_t page, int kvh, uint64_t* bar) {
-  const int off = t & (kv.page_size - 1);     // a multiple of kRows
-  const int pk = page * kv.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
+  const int off = t & (kv.format.page_size - 1);     // a multiple of kRows
+  const int pk = page * kv.format.n_kv_heads + kvh;  // (page, kv head) block of page_size rows
   if constexpr (L::kBf) {  // each plane as two 128-byte halves (the 128-byte swizzle's widest box)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -273,7 +273,7 @@ __device__ __forceinline__ void issue_copies(const PagedKv& kv, const TmaMaps& t
     }
     return;
   }
-  const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, off);
+  const int64_t row = paged_row(page, kv.format.n_kv_heads, kvh, kv.format.page_size, off);
   tma_load_3d(kst + tok * L::kKr, &tm.k, 0, off, pk, bar);
   tma_load_3d(vst + tok * L::kVr, &tm.v, 0, off, pk, bar);
   bulk_load(sst + tok * L::kSr, kv.k_scale + row * 4, kRows * L::kSr, bar);
@@ -293,7 +293,8 @@ __device__ __forceinline__ void issue_cp_async_tile(const PagedKv& kv, uint8_t* 
   uint8_t* sst = smem + L::s_off(s);
   if (t >= t_end) return;
   const int sub = threadIdx.x & 1;
-  const int64_t row = paged_row(page, kv.n_kv_heads, kvh, kv.page_size, t & (kv.page_size - 1));
+  const int64_t row = paged_row(page, kv.format.n_kv_heads, kvh, kv.format.page_size,
+                                t & (kv.format.page_size - 1));
   const uint8_t* ks = kv.k_data + row * L::kKr;
   if constexpr (L::kBf) {  // the halves layout of mma_bf16_tiles.cuh, 8 units of K and 8 of V per
                            // thread
@@ -470,10 +471,10 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads,
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const PagedKv& kv = a.p.kv;
   const int part = blockIdx.x, seq = blockIdx.z;
-  const int gqa = a.p.n_heads / kv.n_kv_heads, n_tiles_h = gqa / kHeads;
+  const int gqa = a.p.n_heads / kv.format.n_kv_heads, n_tiles_h = gqa / kHeads;
   const int kvh = blockIdx.y / n_tiles_h, hq0 = kvh * gqa + (blockIdx.y % n_tiles_h) * kHeads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane >> 2;
-  const int t_begin = part * a.plan.partition_tokens, ps_shift = __ffs(kv.page_size) - 1;
+  const int t_begin = part * a.plan.partition_tokens, ps_shift = __ffs(kv.format.page_size) - 1;
   constexpr int G =
       32 / kCW;  // a producer lane holds the slot pages of G tiles (slot kCW it + lane)
   // Block table: the producers' first 2 G tiles of slot pages load beside seq_lens (no
@@ -563,7 +564,7 @@ __global__ void __launch_bounds__(MmaLayout<KB, VB, kMode, CW>::kThreads,
     else
       return load_q<KB>(a, seq, hq0, lane);
   }();
-  const bool k_signed = kv.format.k_signed;
+  const bool k_signed = kv.format.scheme.k_signed();
   float acc[8][4];
 #pragma unroll
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -681,24 +682,25 @@ bool force_cp_async() {
 
 cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) {
   const PagedKv& kv = a.p.kv;
-  const int gqa = a.p.n_heads / kv.n_kv_heads;
-  const dim3 grid(a.plan.n_parts, kv.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
-  const bool bf = kv.format.bf16;
-  const int vb = bf ? 16 : kv.format.v_bits, vr = kD * vb / 8,
-            kr = bf ? 2 * kD : kD * kv.format.k_bits / 8;
+  const int gqa = a.p.n_heads / kv.format.n_kv_heads;
+  const dim3 grid(a.plan.n_parts, kv.format.n_kv_heads * (gqa / kHeads), a.p.n_seqs);
+  const bool bf = kv.format.is_float();
+  const int vb = bf ? 16 : kv.format.scheme.v_bits, vr = kD * vb / 8,
+            kr = bf ? 2 * kD : kD * kv.format.scheme.k_bits / 8;
   // TMA/bulk copies where the cache allows them (page_size >= 16, 16-byte aligned planes,
   // the encode entry point found); else the cp.async kernel.
   CUtensorMap tm[2] = {};
   const int box_rows =
-      kv.page_size >= 64 ? 64 : 16;  // mode 2 (one page per producer warp) : mode 1
+      kv.format.page_size >= 64 ? 64 : 16;  // mode 2 (one page per producer warp) : mode 1
   const bool tma =
-      !force_cp_async() && kv.page_size >= 16 && aligned16(kv.k_data) && aligned16(kv.v_data) &&
-      aligned16(kv.k_scale) && aligned16(kv.k_zero) && aligned16(kv.v_scale) &&
-      paged_rows_map(
-          &tm[0], kv.k_data, kr, kv.page_size, box_rows,
-          bf || kv.format.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-          bf ? 128 : kr) &&
-      paged_rows_map(&tm[1], kv.v_data, vr, kv.page_size, box_rows,
+      !force_cp_async() && kv.format.page_size >= 16 && aligned16(kv.k_data) &&
+      aligned16(kv.v_data) && aligned16(kv.k_scale) && aligned16(kv.k_zero) &&
+      aligned16(kv.v_scale) &&
+      paged_rows_map(&tm[0], kv.k_data, kr, kv.format.page_size, box_rows,
+                     bf || kv.format.scheme.k_bits == 8 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                                        : CU_TENSOR_MAP_SWIZZLE_64B,
+                     bf ? 128 : kr) &&
+      paged_rows_map(&tm[1], kv.v_data, vr, kv.format.page_size, box_rows,
                      bf ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, bf ? 128 : vr);
   static const bool verbose = std::getenv("TKV_MMA_VERBOSE") != nullptr;
   if (verbose) {
@@ -730,7 +732,7 @@ cudaError_t launch_decode_turbo_mma(const DecodeLaunch& a, cudaStream_t stream) 
   using I2 = std::integral_constant<int, 2>;
   using I16 = std::integral_constant<int, 16>;
   if (bf) return pick(I16{}, I16{});
-  if (kv.format.k_bits == 8) return vb == 3 ? pick(I8{}, I3{}) : pick(I8{}, I4{});
+  if (kv.format.scheme.k_bits == 8) return vb == 3 ? pick(I8{}, I3{}) : pick(I8{}, I4{});
   return vb == 3 ? pick(I4{}, I3{}) : pick(I4{}, I2{});
 }
 

@@ -1,7 +1,6 @@
 // Host side of the TMA tensor maps (tma_maps.h): the driver's cuTensorMapEncodeTiled
 // found through the runtime, the map of a page plane, and a per-thread cache of maps.
-// Compiled only with TKV_CUDA (the kernels .cc glob is shared with CPU builds).
-#if defined(TKV_WITH_CUDA)
+// Built only with TKV_CUDA (src/kernels/CMakeLists.txt).
 #include "kernels/attention_cuda/tma_maps.h"
 
 #include <cuda_runtime_api.h>
@@ -91,4 +90,3 @@ bool paged_rows_map(CUtensorMap* m, const void* base, int row_bytes, int page_si
 }
 
 }  // namespace tkv::kernels::cuda_detail
-#endif  // TKV_WITH_CUDA

@@ -32,23 +32,24 @@ __device__ __forceinline__ void store_group(const uint8_t* idx, int bits, uint8_
 
 // K of one element e (lane of warp g = 32-group g) of the row.
 __device__ void encode_k(const KvEncodeCudaParams& p, float x, int e, int64_t row, uint8_t* s_idx) {
-  const PagedKvFormat& f = p.cache.format;
+  const KvPageFormat& f = p.cache.format;
   const int lane = e % 32, g = e / 32;
-  const bool sgn = f.k_bits == 8 && f.k_signed;
+  const bool sgn = f.scheme.k_bits == 8 && f.scheme.k_signed();
   float mn = x, mx = x;
   for (int off = 16; off > 0; off >>= 1) {
     mn = fminf(mn, __shfl_xor_sync(kFull, mn, off));
     mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
   }
   float s, zp;
-  const bool regular = quant::turbo_k_group_params(mn, mx, f.k_bits, sgn, &s, &zp);
-  s_idx[e] = regular ? quant::turbo_k_quantize(x, s, zp, f.k_bits, sgn) : 0;
+  const bool regular = quant::turbo_k_group_params(mn, mx, f.scheme.k_bits, sgn, &s, &zp);
+  s_idx[e] = regular ? quant::turbo_k_quantize(x, s, zp, f.scheme.k_bits, sgn) : 0;
   __syncwarp();
-  const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.k_bits);
-  store_group(s_idx + g * 32, f.k_bits, p.cache.k_data + row * f.k_row_bytes() + g * gb, lane);
+  const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.scheme.k_bits);
+  store_group(s_idx + g * 32, f.scheme.k_bits,
+              p.cache.k_data + row * f.rows().k_data_bytes + g * gb, lane);
   if (lane == 0) {
-    p.cache.k_scale[row * f.n_groups() + g] = f32_to_f16(s);
-    p.cache.k_zero[row * f.n_groups() + g] = f32_to_f16(zp);
+    p.cache.k_scale[row * (f.head_dim() / quant::kTurboGroup) + g] = f32_to_f16(s);
+    p.cache.k_zero[row * (f.head_dim() / quant::kTurboGroup) + g] = f32_to_f16(zp);
   }
 }
 
@@ -60,8 +61,8 @@ __device__ __forceinline__ void v_sync(int d) {
 // V of element e: x already times its sign; boundaries in shared memory.
 __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t row, float inv_sqrt,
                          const float* boundaries, uint8_t* s_idx, float* s_x) {
-  const PagedKvFormat& f = p.cache.format;
-  const int lane = e % 32, g = e / 32, d = f.head_dim;
+  const KvPageFormat& f = p.cache.format;
+  const int lane = e % 32, g = e / 32, d = f.head_dim();
   for (int h = 1; h < d; h <<= 1) {  // quant::fwht_stages: lower a+b, upper a-b, stage by stage
     float other;
     if (h < 32) {
@@ -84,12 +85,13 @@ __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t ro
     ss = quant::add_rn(ss, quant::mul_rn(r, r));
   }
   const float s = round_f16(sqrtf(quant::mul_rn(ss, 1.0f / 32.0f)));
-  s_idx[e] = (uint8_t)quant::turbo_v_bucket(quant::f16_div(rh, s), boundaries, f.v_bits);
+  s_idx[e] = (uint8_t)quant::turbo_v_bucket(quant::f16_div(rh, s), boundaries, f.scheme.v_bits);
   __syncwarp();
-  const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.v_bits);
-  store_group(s_idx + g * 32, f.v_bits, p.cache.v_data + row * f.v_row_bytes() + g * gb, lane);
+  const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.scheme.v_bits);
+  store_group(s_idx + g * 32, f.scheme.v_bits,
+              p.cache.v_data + row * f.rows().v_data_bytes + g * gb, lane);
   if (lane == 0) {
-    p.cache.v_scale[row * f.n_groups() + g] = f32_to_f16(s);
+    p.cache.v_scale[row * (f.head_dim() / quant::kTurboGroup) + g] = f32_to_f16(s);
   }
 }
 
@@ -109,26 +111,26 @@ __global__ void __launch_bounds__(1024)
   // Block b = (token b % n_tokens, kv head b / n_tokens): token fastest, as the 2-D grid
   // in an earlier layout (kv head fastest measured equal for turbo, 7 % slower for bf16).
   const int t = blockIdx.x % p.n_tokens, h = blockIdx.x / p.n_tokens;
-  const PagedKvFormat& f = p.cache.format;
-  const int d = f.head_dim;
-  const bool is_v = !f.bf16 && (int)threadIdx.x >= d;
+  const KvPageFormat& f = p.cache.format;
+  const int d = f.head_dim();
+  const bool is_v = !f.is_float() && (int)threadIdx.x >= d;
   const int e = is_v ? threadIdx.x - d : threadIdx.x;
-  const int64_t in = ((int64_t)t * p.cache.n_kv_heads + h) * d + e;
+  const int64_t in = ((int64_t)t * p.cache.format.n_kv_heads + h) * d + e;
   const float* src = is_v ? p.v : p.k;
   const float x_in = src ? src[in] : 0.0f;  // loads in flight together: the input,
-  const float v_in = f.bf16 && p.v ? p.v[in] : 0.0f;
+  const float v_in = f.is_float() && p.v ? p.v[in] : 0.0f;
   float sign = 1.0f;
   if (is_v) {
     sign = signs[e];  // its sign,
-    for (int i = e; i < (1 << f.v_bits) - 1; i += d)
+    for (int i = e; i < (1 << f.scheme.v_bits) - 1; i += d)
       s_bound[i] = boundaries[i];  // the codebook boundaries,
   }
-  const int slot = p.slot_mapping[t];  // the slot
-  if (is_v) v_sync(d);                 // s_bound (turbo only: a bf16 block has no V half)
-  if (slot < 0) return;                // uniform per block
-  const int ps = p.cache.page_size;    // a power of two (validated)
-  const int64_t row = paged_row(slot / ps, p.cache.n_kv_heads, h, ps, slot & (ps - 1));
-  if (f.bf16) {
+  const int slot = p.slot_mapping[t];       // the slot
+  if (is_v) v_sync(d);                      // s_bound (turbo only: a bf16 block has no V half)
+  if (slot < 0) return;                     // uniform per block
+  const int ps = p.cache.format.page_size;  // a power of two (validated)
+  const int64_t row = paged_row(slot / ps, p.cache.format.n_kv_heads, h, ps, slot & (ps - 1));
+  if (f.is_float()) {
     if (p.k) reinterpret_cast<uint16_t*>(p.cache.k_data)[row * d + e] = quant::bf16_kv_encode(x_in);
     if (p.v) reinterpret_cast<uint16_t*>(p.cache.v_data)[row * d + e] = quant::bf16_kv_encode(v_in);
     return;
@@ -146,9 +148,9 @@ __global__ void __launch_bounds__(1024)
 cudaError_t launch_kv_encode(const KvEncodeCudaParams& p, const float* signs, float inv_sqrt,
                              const float* boundaries, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
-  const dim3 grid(p.n_tokens * p.cache.n_kv_heads);  // <= INT32_MAX (validated)
+  const dim3 grid(p.n_tokens * p.cache.format.n_kv_heads);  // <= INT32_MAX (validated)
   const int threads =
-      p.cache.format.head_dim * (p.cache.format.bf16 ? 1 : 2);  // turbo: K and V halves
+      p.cache.format.head_dim() * (p.cache.format.is_float() ? 1 : 2);  // turbo: K and V halves
   kv_encode_kernel<<<grid, threads, 0, stream>>>(p, signs, inv_sqrt, boundaries);
   return cudaGetLastError();
 }

@@ -1,6 +1,5 @@
 // Host side of the CUDA KV encode: validation ("[kvcodec_cuda] ...") and the
-// device tables, then the launch in kvcodec_cuda.cu. Compiled only with TKV_CUDA.
-#if defined(TKV_WITH_CUDA)
+// device tables, then the launch in kvcodec_cuda.cu. Built only with TKV_CUDA.
 #include <cstdint>
 #include <string>
 
@@ -13,40 +12,44 @@
 namespace tkv::kernels {
 
 Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
-  const PagedKvFormat& f = p.cache.format;
+  const KvPageFormat& f = p.cache.format;
   auto bad = [](const std::string& m) {
     return Status(StatusCode::kInvalidArgument, "[kvcodec_cuda] " + m);
   };
-  if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256 && f.head_dim != 512)
-    return bad("head_dim " + std::to_string(f.head_dim) + " not in {64,128,256,512}");
-  const bool kb_ok =
-      f.k_bits == 2 || f.k_bits == 3 || f.k_bits == 4 || f.k_bits == 5 || f.k_bits == 8;
-  const bool vb_ok = f.v_bits == 1 || f.v_bits == 2 || f.v_bits == 3 || f.v_bits == 4 ||
-                     f.v_bits == 5 || f.v_bits == 8;
-  if (!f.bf16 && (!kb_ok || !vb_ok))
-    return bad("turbo widths k" + std::to_string(f.k_bits) + "v" + std::to_string(f.v_bits) +
-               " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
-  if (p.n_tokens < 0 || p.cache.n_kv_heads <= 0 ||
-      (int64_t)p.n_tokens * p.cache.n_kv_heads > INT32_MAX)
+  // The CUDA kernels read bf16 or turbo pages (no f16 or affine kernels yet).
+  if (f.scheme.kind != quant::KvKind::kBf16 && f.scheme.kind != quant::KvKind::kTurbo)
+    return bad("scheme kind " + std::to_string((int)f.scheme.kind) + " is not bf16 or turbo");
+  if (f.head_dim() != 64 && f.head_dim() != 128 && f.head_dim() != 256 && f.head_dim() != 512)
+    return bad("head_dim " + std::to_string(f.head_dim()) + " not in {64,128,256,512}");
+  const bool kb_ok = f.scheme.k_bits == 2 || f.scheme.k_bits == 3 || f.scheme.k_bits == 4 ||
+                     f.scheme.k_bits == 5 || f.scheme.k_bits == 8;
+  const bool vb_ok = f.scheme.v_bits == 1 || f.scheme.v_bits == 2 || f.scheme.v_bits == 3 ||
+                     f.scheme.v_bits == 4 || f.scheme.v_bits == 5 || f.scheme.v_bits == 8;
+  if (!f.is_float() && (!kb_ok || !vb_ok))
+    return bad("turbo widths k" + std::to_string(f.scheme.k_bits) + "v" +
+               std::to_string(f.scheme.v_bits) + " not in k{2,3,4,5,8} v{1,2,3,4,5,8}");
+  if (p.n_tokens < 0 || p.cache.format.n_kv_heads <= 0 ||
+      (int64_t)p.n_tokens * p.cache.format.n_kv_heads > INT32_MAX)
     return bad("n_tokens/n_kv_heads out of range");
-  if (p.cache.page_size <= 0 || (p.cache.page_size & (p.cache.page_size - 1)) != 0)
-    return bad("page_size " + std::to_string(p.cache.page_size) + " is not a power of two");
+  if (p.cache.format.page_size <= 0 ||
+      (p.cache.format.page_size & (p.cache.format.page_size - 1)) != 0)
+    return bad("page_size " + std::to_string(p.cache.format.page_size) + " is not a power of two");
   if (p.n_tokens > 0 && !p.slot_mapping) return bad("null slot_mapping");
   if ((p.k && !p.cache.k_data) || (p.v && !p.cache.v_data) ||
-      (!f.bf16 && ((p.k && (!p.cache.k_scale || !p.cache.k_zero)) || (p.v && !p.cache.v_scale))))
+      (!f.is_float() &&
+       ((p.k && (!p.cache.k_scale || !p.cache.k_zero)) || (p.v && !p.cache.v_scale))))
     return bad("null cache plane");
   const float* signs = nullptr;
   const float* boundaries = nullptr;
-  if (!f.bf16) {
-    signs = turbo_signs_cuda(f.head_dim);
-    boundaries = turbo_boundaries_cuda(f.v_bits);
+  if (!f.is_float()) {
+    signs = turbo_signs_cuda(f.head_dim());
+    boundaries = turbo_boundaries_cuda(f.scheme.v_bits);
     if (!signs || !boundaries)
       return Status(StatusCode::kInternal, "[kvcodec_cuda] table upload failed");
   }
   return device::cuda_status(cuda_detail::launch_kv_encode(
-                                 p, signs, quant::turbo_inv_sqrt(f.head_dim), boundaries, stream),
+                                 p, signs, quant::turbo_inv_sqrt(f.head_dim()), boundaries, stream),
                              "[kvcodec_cuda] encode launch");
 }
 
 }  // namespace tkv::kernels
-#endif  // TKV_WITH_CUDA

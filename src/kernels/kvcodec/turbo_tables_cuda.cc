@@ -1,6 +1,5 @@
 // Uploads quant/turbo_tables.h's host tables into one device buffer (once, under
-// std::call_once). Compiled to nothing without TKV_CUDA (the .cc glob is shared).
-#if defined(TKV_WITH_CUDA)
+// std::call_once). Built only with TKV_CUDA (src/kernels/CMakeLists.txt).
 #include "kernels/kvcodec/turbo_tables_cuda.h"
 
 #include <cuda_runtime_api.h>
@@ -84,4 +83,3 @@ const float* turbo_boundaries_cuda(int v_bits) {
 }
 
 }  // namespace tkv::kernels
-#endif  // TKV_WITH_CUDA

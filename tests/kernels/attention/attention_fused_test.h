@@ -25,7 +25,12 @@ struct SegStore {
 inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& scheme, int d, int nkv,
                           int page_size, int64_t pos0, int64_t n, const float* k, const float* v,
                           uint32_t seed) {
-  const int64_t rb = kv_segment_row_bytes(is_float, scheme, d);
+  // is_float: bf16 rows unless scheme says f16.
+  const quant::KvScheme sch =
+      is_float && !scheme.is_float() ? quant::KvScheme{quant::KvKind::kBf16, 16, 16, d} : scheme;
+  const KvPageFormat fmt{sch, nkv, page_size};
+  const quant::KvRowLayout lay = fmt.rows();
+  const int64_t rb = lay.row_bytes;
   const int64_t n_pages = (n + page_size - 1) / page_size;
   const int64_t n_pool = n_pages + 3;
   s.pool.assign(static_cast<size_t>(n_pool * nkv * page_size * rb + kKvPoolTailPad), 0xA5);
@@ -33,7 +38,6 @@ inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& sch
   for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int32_t>(i);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
   s.page_ids.assign(perm.begin(), perm.begin() + n_pages);
-  const quant::KvRowLayout lay = is_float ? quant::KvRowLayout{} : quant::kv_row_layout(scheme);
   for (int64_t t = 0; t < n; ++t) {
     for (int h = 0; h < nkv; ++h) {
       uint8_t* row =
@@ -45,7 +49,7 @@ inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& sch
       const float* vr = v + ((pos0 + t) * nkv + h) * d;
       if (is_float) {
         auto* r16 = reinterpret_cast<uint16_t*>(row);
-        const bool f16 = scheme.kind == quant::KvKind::kF16;
+        const bool f16 = sch.kind == quant::KvKind::kF16;
         for (int e = 0; e < d; ++e) {
           r16[e] = f16 ? quant::f16_kv_encode(kr[e]) : f32_to_bf16(kr[e]);
           r16[d + e] = f16 ? quant::f16_kv_encode(vr[e]) : f32_to_bf16(vr[e]);
@@ -61,7 +65,7 @@ inline void build_segment(SegStore& s, bool is_float, const quant::KvScheme& sch
       kvcodec_encode_ref(p);
     }
   }
-  s.view = {is_float, scheme, d, nkv, page_size, s.pool.data(), s.page_ids.data(), pos0, n};
+  s.view = {fmt, s.pool.data(), s.page_ids.data(), pos0, n};
 }
 
 }  // namespace tkv::kernels::testing

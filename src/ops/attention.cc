@@ -1,0 +1,119 @@
+// ops::attention: argument checks, backend dispatch, and the CPU paths (fused,
+// reference, and verify = fused checked against the reference).
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "kernels/attention/attention_fused_bound.h"
+
+namespace tkv::ops {
+namespace {
+
+Status check_args(const kernels::AttnArgs& a, const kernels::KvView& kv) {
+  if (kv.n_segs <= 0 || kv.n_segs > kernels::kMaxKvSegments)
+    return invalid_argument("[ops] attention over a view of {} segments", kv.n_segs);
+  const int nkv = kv.segs[0].format.n_kv_heads;
+  if (!a.q || !a.out || a.n_q <= 0 || a.n_heads <= 0 || nkv <= 0 || a.n_heads % nkv != 0)
+    return invalid_argument("[ops] attention: {} queries of {} heads over {} kv heads", a.n_q,
+                            a.n_heads, nkv);
+  if (kv.n_total() < a.q_pos0 + a.n_q)
+    return invalid_argument("[ops] attention: queries up to position {} over {} cached tokens",
+                            a.q_pos0 + a.n_q - 1, kv.n_total());
+  return Status();
+}
+
+// max |out - ref| and max |ref| of one call.
+std::pair<double, double> diff(const std::vector<float>& ref, const float* out) {
+  double err = 0, mag = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(ref[i] - out[i])));
+    mag = std::max(mag, static_cast<double>(std::fabs(ref[i])));
+  }
+  return {err, mag};
+}
+
+// a.out holds the fused output: compare it with the reference fed the fused
+// kernel's query, and (where that query is int8) with the fp32-query reference.
+void verify(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnCheckLog* log) {
+  const int d = kv.segs[0].format.head_dim();
+  std::vector<float> ref(static_cast<size_t>(a.n_q * a.n_heads * d));
+  kernels::AttnArgs r = a;
+  r.out = ref.data();
+  kernels::attention_paged_ref(kv.segs, kv.n_segs, r, kernels::RefQuery::kAsFused);
+  const auto [err, mag] = diff(ref, a.out);
+  // The int8 query's deviation (segments scored with the fp32 query have none).
+  double err32 = err, mag32 = mag;
+  if (std::any_of(kv.segs, kv.segs + kv.n_segs, kernels::fused_int8_query)) {
+    kernels::attention_paged_ref(kv.segs, kv.n_segs, r);
+    std::tie(err32, mag32) = diff(ref, a.out);
+  }
+  const double over = err32 / kernels::fused_attention_bound(kv.segs, kv.n_segs, a);
+  if (log) log->record(a, err, mag, err32, mag32, over);
+}
+
+Status attention_cpu(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnMode mode,
+                     AttnCheckLog* check, ThreadPool& pool) {
+  if (mode == AttnMode::kReference) {
+    kernels::attention_paged_ref(kv.segs, kv.n_segs, a);
+    return Status();
+  }
+  kernels::attention_paged_fused_cpu(kv.segs, kv.n_segs, a, pool);
+  if (mode == AttnMode::kVerify) verify(a, kv, check);
+  return Status();
+}
+
+}  // namespace
+
+void AttnCheckLog::record(const kernels::AttnArgs& a, double err, double mag, double err32,
+                          double mag32, double over) {
+  const double rel = err / std::max(mag, 1e-30);
+  std::lock_guard<std::mutex> lk(mu_);
+  // fp32 attention agrees to ~1e-6 relative; 1e-4 means a kernel bug, say so once.
+  if (rel > 1e-4 && c_.max_rel_err <= 1e-4)
+    TKV_LOG_WARN(
+        "[ops] --kv-attn verify: fused and reference differ by {:.3g} (max |out| {:.3g}) at "
+        "q_pos0 {} n_q {}",
+        err, mag, a.q_pos0, a.n_q);
+  if (over > 1 && c_.max_err_over_bound <= 1)
+    TKV_LOG_WARN(
+        "[ops] --kv-attn verify: fused differs from the fp32-query reference by {:.3g}, "
+        "{:.3g}x its derived bound, at q_pos0 {} n_q {}",
+        err32, over, a.q_pos0, a.n_q);
+  ++c_.calls;
+  c_.max_abs_err = std::max(c_.max_abs_err, err);
+  c_.max_abs_out = std::max(c_.max_abs_out, mag);
+  c_.max_rel_err = std::max(c_.max_rel_err, rel);
+  c_.max_rel_err_fp32q = std::max(c_.max_rel_err_fp32q, err32 / std::max(mag32, 1e-30));
+  c_.max_err_over_bound = std::max(c_.max_err_over_bound, over);
+}
+
+AttnCheck AttnCheckLog::totals() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return c_;
+}
+
+Status attention(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnMode mode,
+                 AttnCheckLog* check, ThreadPool& pool, Backend backend) {
+  TKV_RETURN_IF_ERROR(check_args(a, kv));
+  if (!backend_available(backend))
+    return make_error(StatusCode::kUnimplemented, "[ops] attention: backend {} not available",
+                      backend_name(backend));
+  switch (backend) {
+    case Backend::kCpu:
+      return attention_cpu(a, kv, mode, check, pool);
+    case Backend::kCuda:
+      // The CUDA decode kernels read device pools (kernels/attention_cuda); a
+      // cache with device pages arrives with the GPU issue, and dispatches here.
+      break;
+  }
+  return make_error(StatusCode::kUnimplemented,
+                    "[ops] attention: no {} kernel over host KV pages yet (the GPU issue)",
+                    backend_name(backend));
+}
+
+}  // namespace tkv::ops

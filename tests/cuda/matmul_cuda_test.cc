@@ -1,0 +1,197 @@
+// CUDA decode GEMV (gemv_cuda) = matmul_ref (exact dequantized weights, fp64 dot) for
+// every supported GGUF type, n_in 576/640/1536/8960 (K-quants: 1536/2048/8960), n_out 1,
+// 67 and 1031 (odd: rows straddle 16-byte boundaries and stages), 1/2/5/16 tokens, and one
+// tall matrix per type (many stages per block). Weights are random valid blocks uploaded
+// through PinnedStaging in small chunks; y is poisoned with NaN first, so every element must
+// be written. Bound, per output (u = 2^-24, gamma = n_in u / (1 - n_in u) + u):
+//   quantized weights: x is rounded to int8 per 32-element unit, |x_i - xq_i| <= e_i =
+//   0.501 amax_unit / 127 (half a step, plus the step's own rounding); the weights split as
+//   w_i = dq_i + mn_i (mn: the min term of Q4_1/Q4_K/Q5_K, which meets the unrounded x), so
+//   |y - ref| <= sum_i |dq_i| e_i + gamma * sum_i (|dq_i| (|x_i| + e_i) + |mn_i x_i|);
+//   float weights: e = 0, dq = w: fp32 accumulation of n_in products in any order plus the
+//   reference's rounding to fp32 (Higham's gamma, recursive or tree summation alike).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/cuda_upload.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul_cuda/matmul_cuda.h"
+#include "quant/ggml_blocks.h"
+#include "quant/half.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace tkv::testing {
+namespace {
+
+using ggml::Type;
+
+const Type kTypes[] = {Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ8_0, Type::kQ4_K,
+                       Type::kQ5_K, Type::kQ6_K, Type::kF16,  Type::kBF16, Type::kF32};
+
+// Random bytes with every fp16 scale field set to a finite value of random sign and
+// magnitude 2^-8..2^-5; float types get random values in (-1, 1).
+std::vector<uint8_t> random_weights(Type t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
+  const size_t bytes = ggml::row_bytes(t, n_in) * (size_t)n_out;
+  std::vector<uint8_t> w(bytes);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  if (t == Type::kF32 || t == Type::kF16 || t == Type::kBF16) {
+    for (size_t i = 0, n = bytes / (t == Type::kF32 ? 4 : 2); i < n; ++i) {
+      const float v = u(rng);
+      const uint16_t h = t == Type::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+      if (t == Type::kF32)
+        std::memcpy(&w[4 * i], &v, 4);
+      else
+        std::memcpy(&w[2 * i], &h, 2);
+    }
+    return w;
+  }
+  for (auto& b : w) b = (uint8_t)rng();
+  std::vector<size_t> offs = {0};
+  if (t == Type::kQ4_1 || t == Type::kQ4_K || t == Type::kQ5_K) offs.push_back(2);
+  if (t == Type::kQ6_K) offs = {offsetof(ggml::BlockQ6_K, d)};
+  const size_t bb = ggml::traits(t).block_bytes;
+  for (size_t b = 0; b < bytes; b += bb)
+    for (size_t o : offs) {
+      const float v = std::ldexp(0.5f + 0.5f * std::fabs(u(rng)), -5 - (int)(rng() % 4));
+      const uint16_t h = f32_to_f16(u(rng) < 0 ? -v : v);
+      std::memcpy(&w[b + o], &h, 2);
+    }
+  return w;
+}
+
+struct Shape {
+  int64_t n_in, n_out;
+  int n_tokens;
+};
+
+// Checks one case; *worst gets max |err| / bound over the outputs (the margin left).
+void check(Type t, const Shape& s, std::mt19937& rng, device::PinnedStaging& staging,
+           double* worst) {
+  const std::string what = std::string(ggml::traits(t).name) + " n_in " + std::to_string(s.n_in) +
+                           " n_out " + std::to_string(s.n_out) + " tokens " +
+                           std::to_string(s.n_tokens);
+  SCOPED_TRACE(what);
+  const std::vector<uint8_t> w = random_weights(t, s.n_in, s.n_out, rng);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  std::vector<float> x((size_t)(s.n_in * s.n_tokens));
+  for (float& v : x) v = n01(rng);
+  std::vector<float> ref((size_t)(s.n_out * s.n_tokens));
+  kernels::WeightView wv{w.data(), t, s.n_in, s.n_out};
+  kernels::matmul_ref(wv, x.data(), ref.data(), s.n_tokens);
+
+  auto dw = device::upload_to_device(w.data(), w.size(), staging);
+  ASSERT_TRUE(dw.ok()) << dw.status().message();
+  DeviceBuffer<float> dx, dy(ref.size());
+  dx.upload(x);
+  dy.upload(std::vector<float>(ref.size(), std::numeric_limits<float>::quiet_NaN()));
+  kernels::GemvCudaParams p;
+  p.w = dw.value().data(), p.type = t, p.n_in = s.n_in, p.n_out = s.n_out;
+  p.n_tokens = s.n_tokens, p.x = dx.get(), p.y = dy.get();
+  const Status st = kernels::gemv_cuda(p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  TKV_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> y = dy.download();
+
+  // dq: the weights with the min fields zeroed (w itself where the type has none).
+  std::vector<uint8_t> w_nomin = w;
+  const bool has_min = t == Type::kQ4_1 || t == Type::kQ4_K || t == Type::kQ5_K;
+  const size_t bb = ggml::traits(t).block_bytes;
+  if (has_min)
+    for (size_t b = 0; b < w_nomin.size(); b += bb) w_nomin[b + 2] = w_nomin[b + 3] = 0;
+  const bool quant = t != Type::kF32 && t != Type::kF16 && t != Type::kBF16;
+  std::vector<float> row((size_t)s.n_in), dq((size_t)s.n_in), e((size_t)s.n_in);
+  const double u = std::ldexp(1.0, -24), n = (double)s.n_in;
+  const double gamma = n * u / (1.0 - n * u) + u;
+  const size_t rb = ggml::row_bytes(t, s.n_in);
+  for (int64_t o = 0; o < s.n_out; ++o) {
+    kernels::dequantize_row(t, w.data() + rb * o, row.data(), s.n_in);
+    kernels::dequantize_row(t, w_nomin.data() + rb * o, dq.data(), s.n_in);
+    for (int tk = 0; tk < s.n_tokens; ++tk) {
+      const float* xt = x.data() + tk * s.n_in;
+      for (int64_t b = 0; b < s.n_in; b += 32) {
+        double amax = 0.0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, (double)std::fabs(xt[b + i]));
+        for (int i = 0; i < 32; ++i) e[b + i] = quant ? (float)(0.501 * amax / 127.0) : 0.0f;
+      }
+      double mag = 0.0, qerr = 0.0;
+      for (int64_t i = 0; i < s.n_in; ++i) {
+        const double d = std::fabs((double)dq[i]), mn = std::fabs((double)row[i] - dq[i]);
+        mag += d * (std::fabs(xt[i]) + e[i]) + mn * std::fabs(xt[i]);
+        qerr += d * e[i];
+      }
+      const size_t k = (size_t)(tk * s.n_out + o);
+      ASSERT_TRUE(std::isfinite(y[k])) << "y[" << tk << ", " << o << "] not written or not finite";
+      const double err = std::fabs((double)y[k] - ref[k]), bound = qerr + gamma * mag;
+      ASSERT_LE(err, bound) << "y[" << tk << ", " << o << "] = " << y[k] << ", ref " << ref[k];
+      if (bound > 0) *worst = std::max(*worst, err / bound);
+    }
+  }
+}
+
+TEST(MatmulCuda, MatchesReferencePerTypeAndShape) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(2026);
+  device::PinnedStaging staging(4096);  // small chunks: the upload's double buffering runs
+  for (Type t : kTypes) {
+    double worst = 0.0;
+    const bool k_quant = ggml::traits(t).block_elems == 256;
+    const std::vector<int64_t> n_ins = k_quant ? std::vector<int64_t>{1536, 2048, 8960}
+                                               : std::vector<int64_t>{576, 640, 1536, 8960};
+    for (int64_t n_in : n_ins)
+      for (int64_t n_out : {1, 67, 1031})
+        for (int tokens : {1, 2, 5, 16}) {
+          check(t, {n_in, n_out, tokens}, rng, staging, &worst);
+          if (HasFatalFailure()) return;
+        }
+    check(t, {k_quant ? 1536 : 576, 20011, 1}, rng, staging, &worst);
+    check(t, {k_quant ? 1536 : 576, 20011, 3}, rng, staging, &worst);
+    std::printf("%-5s max |err| / bound %.3g\n", ggml::traits(t).name.data(), worst);
+  }
+}
+
+TEST(MatmulCuda, SameInputSameBits) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(7);
+  device::PinnedStaging staging;
+  const int64_t n_in = 1536, n_out = 4099;
+  const std::vector<uint8_t> w = random_weights(Type::kQ4_K, n_in, n_out, rng);
+  auto dw = device::upload_to_device(w.data(), w.size(), staging);
+  ASSERT_TRUE(dw.ok());
+  std::vector<float> x((size_t)n_in * 4);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  for (float& v : x) v = n01(rng);
+  DeviceBuffer<float> dx, dy((size_t)n_out * 4);
+  dx.upload(x);
+  kernels::GemvCudaParams p;
+  p.w = dw.value().data(), p.type = Type::kQ4_K, p.n_in = n_in, p.n_out = n_out;
+  p.n_tokens = 4, p.x = dx.get(), p.y = dy.get();
+  ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+  const std::vector<float> a = dy.download();
+  ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+  EXPECT_EQ(0, std::memcmp(a.data(), dy.download().data(), a.size() * 4));
+}
+
+TEST(MatmulCuda, RejectsBadShapes) {
+  kernels::GemvCudaParams p;
+  alignas(16) static float buf[64];
+  p.w = buf, p.x = buf, p.y = buf, p.type = Type::kQ4_K, p.n_in = 576, p.n_out = 4;
+  EXPECT_FALSE(kernels::gemv_cuda(p).ok());  // 576 is not a multiple of 256
+  p.type = Type::kQ8_0, p.n_tokens = kernels::kGemvMaxTokens + 1;
+  EXPECT_FALSE(kernels::gemv_cuda(p).ok());
+  p.n_tokens = 1, p.type = Type::kQ2_K;
+  EXPECT_FALSE(kernels::gemv_cuda(p).ok());
+  p.type = Type::kQ8_0, p.w = buf + 1;
+  EXPECT_FALSE(kernels::gemv_cuda(p).ok());
+}
+
+}  // namespace
+}  // namespace tkv::testing
