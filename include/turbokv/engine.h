@@ -140,6 +140,25 @@ struct Completion {
   Timings timings;
 };
 
+// The header of a KV snapshot file (Request::save_session), for `turbokv kv
+// inspect`: checked (magic, version, header checksum), pages not read.
+struct SnapshotInfo {
+  uint32_t version = 0;
+  std::string scheme;  // "bf16", "turbo:k8v3", ...
+  std::string kind;    // "bf16" | "f16" | "affine" | "turbo"
+  int k_bits = 0, v_bits = 0;
+  uint64_t model_id = 0;  // hash of the model's tensors and forward metadata
+  int n_layers = 0, n_kv_heads = 0, head_dim = 0, page_size = 0;
+  bool key_center = false;
+  int64_t quant_start = 0;
+  bool swa_bf16 = false;
+  int64_t n_tokens = 0;
+  std::vector<int32_t> tokens;
+  size_t file_bytes = 0;
+  size_t header_bytes = 0;
+};
+Result<SnapshotInfo> inspect_snapshot(const std::string& path);
+
 class Engine {
  public:
   // Loads the model and builds the cache. Refused here, with the model, the value

@@ -91,6 +91,10 @@ struct Event {
   FinishReason finish = FinishReason::kNone;
   std::string error;  // kError only
   Timings timings;    // final event only
+  // Final event of a request with save_session: empty when the snapshot was
+  // written (session_tokens tokens of KV), else why not.
+  std::string session_error;
+  int64_t session_tokens = 0;
   bool is_final() const { return finish != FinishReason::kNone; }
 };
 
@@ -107,6 +111,14 @@ struct Request {
   bool ignore_eos = false;           // keep going past end-of-generation tokens
   int logprobs = -1;                 // < 0: off; k in [0, 20]: sampled token's logprob + top k
   SpecParams spec;                   // speculative decoding (off by default)
+  // KV snapshots (docs/kv-format.md, "Snapshots"). save_session: when the
+  // request ends, its KV (prompt + generated tokens but the last, which has no
+  // KV yet) is written atomically to this path; Event::session_error says if not.
+  // load_session: a snapshot whose tokens must be a prefix of the prompt; it is
+  // checked at submit (model, scheme, bits, shapes, checksums: refused with the
+  // reason) and its pages replace prefilling those tokens (Timings::cached_tokens).
+  std::string save_session;
+  std::string load_session;
   // Optional: called for every event on the engine thread (keep it short);
   // events then skip the handle's queue (RequestHandle::next returns false).
   std::function<void(const Event&)> on_token;

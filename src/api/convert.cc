@@ -71,6 +71,8 @@ rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
   q.ignore_eos = r.ignore_eos;
   q.logprobs = r.logprobs;
   q.on_progress = r.on_prefill_progress;
+  q.save_session = r.save_session;
+  q.load_session = r.load_session;
   if (r.on_token) q.on_event = [cb = r.on_token](const rt::Event& e) { cb(to_public(e)); };
   return q;
 }
@@ -120,6 +122,8 @@ Event to_public(const rt::Event& e) {
   p.finish = to_public(e.finish);
   p.error = e.error;
   p.timings = to_public(e.timings);
+  p.session_error = e.session_error;
+  p.session_tokens = e.session_tokens;
   p.logprob = e.logprob;
   p.top_logprobs.reserve(e.top_logprobs.size());
   for (const auto& t : e.top_logprobs) p.top_logprobs.push_back({t.token, t.logprob});

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "kernels/attention/kv_page.h"
+#include "kvcache/kv_store.h"
 
 namespace tkv::kv {
 
@@ -123,6 +124,17 @@ class KvCache {
   // Bytes actually allocated for pools (measured from the allocations).
   virtual size_t allocated_bytes() const = 0;
   virtual int64_t capacity_tokens() const = 0;
+  // Snapshots (kv_store.h). The header fields this cache's bytes depend on
+  // (model_id and key_center are the caller's; no tokens), or an error for a
+  // layout snapshots do not support yet (sliding-window layers).
+  virtual Result<SnapshotHeader> snapshot_header() const = 0;
+  // The pages of seq's first n_tokens (<= seq_len) in file order, as stored.
+  virtual Status export_seq(int seq, int64_t n_tokens,
+                            std::vector<std::vector<uint8_t>>* pages) const = 0;
+  // Into an empty seq: the KV of snap's first n_tokens (<= its tokens), its
+  // pages copied as stored. snap must have passed check_snapshot_compatible
+  // against snapshot_header(). On failure (pool full) seq stays empty.
+  virtual Status import_seq(int seq, const Snapshot& snap, int64_t n_tokens) = 0;
 };
 
 // A prefix_namespace for CacheOptions: XXH3-64 of the model identity (e.g. a

@@ -53,6 +53,11 @@ class PagedCache final : public KvCache {
   size_t bytes_per_token() const override { return lay_.memory.bytes_per_token; }
   size_t allocated_bytes() const override { return allocated_; }
   int64_t capacity_tokens() const override { return lay_.capacity_tokens; }
+  // paged_cache_store.cc
+  Result<SnapshotHeader> snapshot_header() const override;
+  Status export_seq(int seq, int64_t n_tokens,
+                    std::vector<std::vector<uint8_t>>* pages) const override;
+  Status import_seq(int seq, const Snapshot& snap, int64_t n_tokens) override;
 
  private:
   void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k,

@@ -102,11 +102,15 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
   if (r.on_logits && r.tokens_per_step < 0)
     return invalid_argument("[engine] score: tokens_per_step {} out of range (valid: >= 0)",
                             r.tokens_per_step);
+  TKV_RETURN_IF_ERROR(check_session(r));
   const bool queue = !r.on_event;
   auto state = std::make_shared<RequestState>(mb_, queue);
   if (r.max_tokens == 0 && !r.on_logits) {  // nothing to generate: done before it starts
     Event e;
     e.finish = Finish::kLength;
+    if (!r.save_session.empty())
+      e.session_error =
+          "[kv-store] " + r.save_session + ": not written: max_tokens 0 computes no KV";
     if (r.on_event) r.on_event(e);
     state->push(std::move(e));
     return state;

@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -67,6 +68,9 @@ class EngineLoop {
                int64_t logits_from = 0, int64_t tokens_per_step = 0, int priority = 0);
 
   LoopStats stats() const;
+  // The snapshot header this engine writes and accepts (no tokens): the cache's
+  // layout, the model identity (hashed on first use) and key centering.
+  Result<kv::SnapshotHeader> snapshot_header() const;
   const model::Model& model() const { return *model_; }
   const tok::Tokenizer& tokenizer() const { return *tok_; }
   const kv::KvCache& cache() const { return *cache_; }
@@ -96,6 +100,9 @@ class EngineLoop {
   int64_t admit(SeqId id);
   void publish(const Sequence& s);
   void publish_stats();
+  Status check_session(SeqRequest& r) const;             // engine_session.cc
+  int64_t load_session(Sequence& s);                     // at admission: tokens loaded
+  void save_session(const Sequence& s, Event* e) const;  // at finish, before free_seq
 
   LoopOptions opts_;
   std::unique_ptr<ThreadPool> pool_;
@@ -115,6 +122,8 @@ class EngineLoop {
   std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;  // engine thread only
   mutable std::mutex stats_mu_;
   LoopStats stats_;
+  mutable std::mutex snap_mu_;
+  mutable std::optional<Result<kv::SnapshotHeader>> snap_header_;  // guarded by snap_mu_
   std::thread thread_;
 };
 

@@ -17,6 +17,13 @@ int64_t EngineLoop::admit(SeqId id) {
   if (!kv.ok()) return -1;
   s.kv = kv.value();
   if (s.admit_ms < 0) s.admit_ms = now_ms();
+  if (s.req.loaded && !s.scoring()) {  // a session snapshot first (engine_session.cc)
+    const int64_t loaded = load_session(s);
+    if (loaded > 0) {
+      s.timings.cached_tokens += loaded;
+      return loaded;
+    }
+  }
   if (!opts_.prefix_cache || s.scoring()) return 0;
   const int64_t reused =
       cache_->attach_prefix(s.kv, s.tokens.data(), static_cast<int64_t>(s.tokens.size()));
@@ -174,6 +181,12 @@ void EngineLoop::finish(SeqId id, Finish why, const std::string& error) {
   s.timings.decode_tokens = std::max<int64_t>(0, s.n_generated() - 1);
   s.timings.decode_ms = s.first_token_ms >= 0 ? now - s.first_token_ms : 0;
   e.timings = s.timings;
+  if (!s.req.save_session.empty() && !s.scoring()) {
+    if (why != Finish::kError)
+      save_session(s, &e);
+    else
+      e.session_error = "[kv-store] " + s.req.save_session + ": not written after an error";
+  }
   if (s.kv >= 0) {
     if (why != Finish::kError) publish(s);  // after an error the KV is not trusted
     cache_->free_seq(s.kv);

@@ -4,9 +4,11 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "kvcache/kv_store.h"
 #include "runtime/spec/drafter.h"
 #include "sampling/sampler.h"
 
@@ -52,6 +54,10 @@ struct Event {
   // logits at token, and the SeqRequest::logprobs most likely tokens.
   float logprob = 0.0f;
   std::vector<sampling::TokenLogprob> top_logprobs;
+  // Final event of a request with save_session: why the snapshot was not
+  // written (empty = written), and the tokens it holds.
+  std::string session_error;
+  int64_t session_tokens = 0;
 };
 
 // Rows [rows, n_vocab] of teacher-forced logits for positions [pos0, pos0 + rows).
@@ -80,6 +86,13 @@ struct SeqRequest {
   // step (0 = as many as the step budget allows; 1 = the decode path).
   int64_t logits_from = 0;
   int64_t tokens_per_step = 0;
+  // KV snapshots (kvcache/kv_store.h), generation only. save_session: written
+  // when the request ends (its KV: every token but the last sampled one).
+  // load_session: read and checked at submit (file, compatibility, its tokens a
+  // prefix of the prompt); its pages replace prefilling those tokens at admission.
+  std::string save_session;
+  std::string load_session;
+  std::shared_ptr<const kv::Snapshot> loaded;  // set by submit from load_session
 };
 
 }  // namespace tkv::runtime

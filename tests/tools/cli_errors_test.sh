@@ -115,5 +115,24 @@ expect no-chat-template-generate "model .*$tmp.gguf.* has no chat template" "${G
 expect no-chat-template-chat "has no chat template" "$BIN" chat -m "$tmp.gguf"
 expect_ok no-template-plain-generate "finish: length" "${G[@]}" -m "$tmp.gguf" -p hi -n 1
 rm -f "$tmp.gguf"
+# KV sessions: --save-session writes a snapshot, kv inspect prints its header, a prompt
+# continuing its tokens loads it, anything else is refused with the reason.
+ses="$(mktemp -d)"
+expect_ok session-save "session saved to $ses/a.tkv: 12 tokens" "${G[@]}" -p "The capital of France is" -n 8 --kv-quant turbo --save-session "$ses/a.tkv"
+expect_ok kv-inspect "scheme: +turbo:k8v3 \(kind turbo, k8 v3 bits\)" "$BIN" kv inspect "$ses/a.tkv"
+expect_ok kv-inspect-tokens "tokens: +12" "$BIN" kv inspect "$ses/a.tkv"
+cont="$("$BIN" kv inspect --tokens "$ses/a.tkv" >/dev/null && "${G[@]}" -p "The capital of France is" -n 8 --kv-quant turbo 2>/dev/null)"
+expect_ok session-load "12 tokens loaded, not prefilled" "${G[@]}" -p "$cont and more" -n 2 --kv-quant turbo --load-session "$ses/a.tkv"
+expect session-other-scheme "snapshot is for scheme turbo:k8v3 \(turbo\), this engine runs bf16" "${G[@]}" -p "$cont" -n 1 --load-session "$ses/a.tkv"
+expect session-not-prefix "tokens are not a prefix of the prompt" "${G[@]}" -p "Something else entirely here" -n 1 --kv-quant turbo --load-session "$ses/a.tkv"
+expect session-missing "cannot open $ses/none.tkv" "${G[@]}" -p hi -n 1 --load-session "$ses/none.tkv"
+head -c 100 "$ses/a.tkv" >"$ses/t.tkv"
+expect session-truncated "truncated snapshot" "$BIN" kv inspect "$ses/t.tkv"
+expect kv-inspect-not-snapshot "not a turbokv KV snapshot" "$BIN" kv inspect "$src"
+expect session-save-unwritable "cannot create /nonexistent-dir/x.tkv" "${G[@]}" -p hi -n 1 --save-session /nonexistent-dir/x.tkv
+printf 'Hi\n/quit\n' | "${C[@]}" --save-session "$ses/c.tkv" >/dev/null 2>&1
+out="$(printf 'And then?\n/quit\n' | "${C[@]}" --load-session "$ses/c.tkv" 2>&1)"; rc=$?
+[ $rc -eq 0 ] && grep -q "resumed 2 messages from $ses/c.tkv" <<<"$out" && grep -qE "\[chat\] [1-9][0-9]* tokens of the session loaded" <<<"$out" && ok chat-session-resume || bad chat-session-resume "(rc=$rc) $out"
+rm -rf "$ses"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,9 @@ struct ChatArgs {
   sampling::SamplerParams sp;
   SpecFlags spec_flags;
   turbokv::SpecParams spec;
+  // KV snapshots: the session's KV after every turn, the messages beside it
+  // (FILE.json, the /save format) so a later chat resumes the conversation.
+  std::string save_session, load_session;
   CLI::App* sub = nullptr;
 };
 
@@ -137,19 +141,38 @@ class Chat {
   }
   Status turn(const std::string& line);
   int64_t kv_tokens() const { return kv_tokens_; }
+  // --load-session: the messages saved beside the snapshot; its KV is loaded
+  // by the next turn. False (after printing why) when they cannot be read.
+  bool resume(const std::string& path) {
+    std::ifstream in(path + ".json");
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!in || j.is_discarded() || !j.is_array()) {
+      std::fprintf(stderr, "error: [chat] cannot read the session's messages %s.json\n",
+                   path.c_str());
+      return false;
+    }
+    msgs_.clear();
+    for (const auto& m : j)
+      msgs_.push_back({m.value("role", std::string()), m.value("content", std::string())});
+    pending_load_ = path;
+    std::fprintf(stderr, "[chat] resumed %zu messages from %s\n", msgs_.size(), path.c_str());
+    return true;
+  }
 
  private:
-  void save(const std::string& path) {
+  void save(const std::string& path, bool quiet = false) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& m : msgs_) j.push_back({{"role", m.role}, {"content", m.content}});
     std::ofstream out(path);
     out << j.dump(1) << "\n";
-    std::fprintf(stderr,
-                 out ? "[chat] saved %zu messages to %s\n"
-                     : "[chat] cannot write %zu "
-                       "messages to %s\n",
-                 msgs_.size(), path.c_str());
+    if (!quiet || !out)
+      std::fprintf(stderr,
+                   out ? "[chat] saved %zu messages to %s\n"
+                       : "[chat] cannot write %zu "
+                         "messages to %s\n",
+                   msgs_.size(), path.c_str());
   }
+  Result<turbokv::RequestHandle> submit(turbokv::Request r);
   bool fits(size_t n) const {
     if (static_cast<int64_t>(n) <= a_.common.ctx) return true;
     std::fprintf(stderr,
@@ -162,8 +185,26 @@ class Chat {
   turbokv::Engine& eng_;
   const ChatArgs& a_;
   std::vector<turbokv::ChatMessage> msgs_;
-  int64_t kv_tokens_ = 0;  // tokens the last turn left in the cache
+  int64_t kv_tokens_ = 0;     // tokens the last turn left in the cache
+  std::string pending_load_;  // --load-session, until the first turn loads it
+  bool loading_ = false;      // this turn loads the session
 };
+
+// The first turn after --load-session loads the snapshot. The conversation is
+// re-rendered from its messages, whose tokens can differ from the sampled ones
+// (a reply re-tokenizes differently): then the snapshot is not a prefix and the
+// turn prefills instead, saying so.
+Result<turbokv::RequestHandle> Chat::submit(turbokv::Request r) {
+  if (pending_load_.empty()) return eng_.submit(r);
+  r.load_session = std::exchange(pending_load_, std::string());
+  auto h = eng_.submit(r);
+  if (h.ok()) loading_ = true;
+  if (h.ok() || h.status().message().find("not a prefix") == std::string::npos) return h;
+  std::fprintf(stderr, "[chat] %s; prefilling the conversation instead\n",
+               h.status().message().c_str());
+  r.load_session.clear();
+  return eng_.submit(r);
+}
 
 // Each turn sends the whole conversation, so the chat keeps no cache state of its
 // own; with the engine's prefix cache the earlier turns need no new prefill.
@@ -181,8 +222,9 @@ Status Chat::turn(const std::string& line) {
   r.sampling = to_api(a_.sp);
   r.spec = a_.spec;
   r.max_tokens = a_.n_predict;
+  r.save_session = a_.save_session;
   g_interrupted = false;
-  TKV_ASSIGN_OR_RETURN(turbokv::RequestHandle h, eng_.submit(r));
+  TKV_ASSIGN_OR_RETURN(turbokv::RequestHandle h, submit(r));
   std::string reply;
   turbokv::Event ev, end;
   // After Ctrl-C the reply is what streamed before it; the engine ends the
@@ -201,6 +243,15 @@ Status Chat::turn(const std::string& line) {
   }
   if (end.finish == turbokv::FinishReason::kError) return Status(StatusCode::kInternal, end.error);
   msgs_.push_back({"assistant", reply});
+  if (std::exchange(loading_, false))
+    std::fprintf(stderr, "[chat] %lld tokens of the session loaded, not prefilled\n",
+                 static_cast<long long>(end.timings.cached_tokens));
+  if (!a_.save_session.empty()) {
+    if (!end.session_error.empty())
+      std::fprintf(stderr, "\n[chat] session not saved: %s", end.session_error.c_str());
+    else
+      save(a_.save_session + ".json", /*quiet=*/true);
+  }
   const int64_t gen = end.timings.generated_tokens;
   kv_tokens_ = static_cast<int64_t>(ids.size()) + std::max<int64_t>(gen - 1, 0);
   const auto f = end.finish;
@@ -220,6 +271,7 @@ int run_chat(ChatArgs& a) {
   if (!eng) return 1;
   if (!check_chat_template(*eng, a.common.model)) return 1;
   Chat chat(*eng, a);
+  if (!a.load_session.empty() && !chat.resume(a.load_session)) return 1;
   std::fprintf(stderr, "[turbokv] chat with %s (kv %s). /help for commands; Ctrl-D quits.\n",
                eng->model_info().name.c_str(), eng->kv_info().scheme.c_str());
   catch_sigint();
@@ -261,6 +313,10 @@ RunFn add_chat(CLI::App& app) {
   sub->add_option("--system", a->system, "System message");
   sub->add_option("-n,--n-predict", a->n_predict, "Max tokens per reply")
       ->check(int_range("--n-predict", 1, INT32_MAX));
+  sub->add_option("--save-session", a->save_session,
+                  "After every reply write the KV cache to FILE and the messages to FILE.json");
+  sub->add_option("--load-session", a->load_session,
+                  "Resume a conversation saved with --save-session (no prefill of its KV)");
   return [a] { return run_chat(*a); };
 }
 

@@ -19,6 +19,7 @@ struct GenerateArgs {
   sampling::SamplerParams sp;
   SpecFlags spec_flags;
   turbokv::SpecParams spec;
+  std::string save_session, load_session;  // KV snapshot files
   CLI::App* sub = nullptr;
 };
 
@@ -95,6 +96,8 @@ static int run_generate(GenerateArgs& a) {
   r.stop = a.stops;
   r.max_tokens = a.n_predict;
   r.on_prefill_progress = progress_bar;
+  r.save_session = a.save_session;
+  r.load_session = a.load_session;
   auto h = eng->submit(r);
   if (!h.ok()) {
     std::fprintf(stderr, "error: %s\n", h.status().message().c_str());
@@ -113,6 +116,17 @@ static int run_generate(GenerateArgs& a) {
     return 1;
   }
   print_timings(*eng, end);
+  if (!a.load_session.empty())
+    std::fprintf(stderr, "[turbokv] session %s: %lld tokens loaded, not prefilled\n",
+                 a.load_session.c_str(), static_cast<long long>(end.timings.cached_tokens));
+  if (!a.save_session.empty()) {
+    if (!end.session_error.empty()) {
+      std::fprintf(stderr, "error: %s\n", end.session_error.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "[turbokv] session saved to %s: %lld tokens\n", a.save_session.c_str(),
+                 static_cast<long long>(end.session_tokens));
+  }
   // The cache holds the prompt and every sampled token but the last.
   const int64_t gen = end.timings.generated_tokens;
   print_kv_summary(*eng, a.common,
@@ -137,6 +151,10 @@ RunFn add_generate(CLI::App& app) {
       ->allow_extra_args(false);
   sub->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
   sub->add_option("--system", a->system, "System message (with --chat)");
+  sub->add_option("--save-session", a->save_session,
+                  "Write the KV cache (prompt + output) to FILE when done (atomic)");
+  sub->add_option("--load-session", a->load_session,
+                  "Load a KV snapshot whose tokens start the prompt; only the rest is prefilled");
   return [a] { return run_generate(*a); };
 }
 

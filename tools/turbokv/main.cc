@@ -1,4 +1,4 @@
-// turbokv: one binary, subcommands generate | chat | serve | bench | eval | models.
+// turbokv: one binary, subcommands generate | chat | serve | bench | eval | models | kv.
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   runs["eval"] = tkv::cli::add_eval(app);
   runs["models"] = tkv::cli::add_models(app);
   runs["serve"] = tkv::cli::add_serve(app);
+  runs["kv"] = tkv::cli::add_kv(app);
   // CLI11 answers an unknown first word with "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-' && runs.count(argv[1]) == 0) {
     std::string names;
