@@ -13,18 +13,7 @@
 
 namespace turbokv::testing {
 
-// Sanitizer builds run the same tests on smaller sizes.
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+using tkv::testing::kSanitized;
 
 #define TKV_REQUIRE_SMOLLM2()                            \
   if (!tkv::testing::have(tkv::testing::smollm2_path())) \

@@ -1,9 +1,10 @@
 // Prefix sharing end to end (SmolLM2-135M-Instruct Q4_1 through runtime::Engine,
-// skipped when the model file is missing). Prompt P (1040 tokens) runs cold in
-// seq A and is published; Q = P + 10 tokens then attaches 1024 tokens (16 full
-// pages, the largest page multiple below |Q|) and prefills only the rest. The
-// engine prefills in 512-token chunks, so the cold run of Q computes exactly the
-// same chunks ([0,512), [512,1024), [1024,1050)) as A + the hit: the last-token
+// skipped when the model file is missing). Prompt P (1040 tokens; 528 under the
+// sanitizers) runs cold in seq A and is published; Q = P + 10 tokens then attaches
+// 1024 tokens (16 full pages, the largest page multiple below |Q|; 512 and 8) and
+// prefills only the rest. The engine prefills in 512-token chunks, so the cold run
+// of Q computes exactly the same chunks ([0,512), [512,1024), [1024,1050)) as A +
+// the hit: the last-token
 // logits must be equal bit for bit (same kernels, same order), for bf16 and for
 // turbo, and greedy decoding after them identical. A trim into a shared page
 // must leave the published pages intact (copy-on-write).
@@ -40,11 +41,13 @@ class PrefixE2e : public ::testing::Test {
   }
 };
 
-constexpr size_t kPrompt = 1040, kSuffix = 10;
-constexpr int64_t kReused = 1024;  // floor((1050 - 1) / 64) * 64, within P's 16 full pages
+constexpr size_t kPrompt = testing::kSanitized ? 528 : 1040, kSuffix = 10;
+// floor((|Q| - 1) / 64) * 64, within P's full pages
+constexpr int64_t kReused = testing::kSanitized ? 512 : 1024;
+constexpr int kGreedy = testing::kSanitized ? 8 : 16;
 
 // Seq a: P cold, published. Seq b: Q via a hit on P. Seq c: Q cold. b and c
-// then decode 16 greedy tokens each.
+// then decode kGreedy greedy tokens each.
 struct HitVsCold {
   std::unique_ptr<runtime::Engine> e;
   std::vector<int32_t> q;
@@ -65,17 +68,17 @@ void hit_vs_cold(const char* scheme, HitVsCold* r) {
   ASSERT_TRUE(e.prefill(a, p, &lg).ok());
   kv.publish_prefix(a, p.data(), static_cast<int64_t>(p.size()));
   kv.free_seq(a);  // the published pages stay cached
-  EXPECT_EQ(kv.prefix_stats().cached_pages, 16);
+  EXPECT_EQ(kv.prefix_stats().cached_pages, kReused / 64);
 
   r->b = kv.create_seq().value();
   ASSERT_EQ(kv.attach_prefix(r->b, q.data(), static_cast<int64_t>(q.size())), kReused);
   ASSERT_TRUE(e.prefill(r->b, {q.begin() + kReused, q.end()}, &r->hit_logits).ok());
   EXPECT_EQ(kv.seq_len(r->b), static_cast<int64_t>(q.size()));
-  r->hit_greedy = greedy_after(e, r->b, r->hit_logits, 16);
+  r->hit_greedy = greedy_after(e, r->b, r->hit_logits, kGreedy);
 
   r->c = kv.create_seq().value();
   ASSERT_TRUE(e.prefill(r->c, q, &r->cold_logits).ok());
-  r->cold_greedy = greedy_after(e, r->c, r->cold_logits, 16);
+  r->cold_greedy = greedy_after(e, r->c, r->cold_logits, kGreedy);
   const kv::PrefixStats st = kv.prefix_stats();
   EXPECT_EQ(st.lookups, 1);
   EXPECT_EQ(st.hit_tokens, kReused);
@@ -89,9 +92,9 @@ TEST_F(PrefixE2e, TurboHitEqualsCold) {
   EXPECT_TRUE(r.hit_logits == r.cold_logits);
 }
 
-// Then copy-on-write: d attaches Q, trims to 1000 (inside the shared page
-// [960, 1024)) and prefills 20 other tokens, so its reserve copies that page
-// first. d must equal c trimmed to 1000 and given the same tokens (c's pages
+// Then copy-on-write: d attaches Q, trims to kReused - 24 (inside the last shared
+// page) and prefills 20 other tokens, so its reserve copies that page
+// first. d must equal c trimmed the same way and given the same tokens (c's pages
 // are private: no copy), and a later hit g must still see the published pages:
 // its logits equal c's cold ones bit for bit.
 TEST_F(PrefixE2e, Bf16HitEqualsColdBitForBitAndTrimCopiesSharedPage) {
@@ -105,13 +108,13 @@ TEST_F(PrefixE2e, Bf16HitEqualsColdBitForBitAndTrimCopiesSharedPage) {
   auto& kv = e.cache();
   const std::vector<int32_t>& q = r.q;
   kv.free_seq(r.b);
-  const std::vector<int32_t> tail(q.begin() + 100, q.begin() + 120);  // other tokens at 1000..
+  const std::vector<int32_t> tail(q.begin() + 100, q.begin() + 120);  // other tokens at trim..
   std::vector<float> got, want;
   const int d = kv.create_seq().value();
   ASSERT_EQ(kv.attach_prefix(d, q.data(), static_cast<int64_t>(q.size())), kReused);
-  kv.trim_seq(d, 1000);
+  kv.trim_seq(d, kReused - 24);
   ASSERT_TRUE(e.prefill(d, tail, &got).ok());
-  kv.trim_seq(r.c, 1000);
+  kv.trim_seq(r.c, kReused - 24);
   ASSERT_TRUE(e.prefill(r.c, tail, &want).ok());
   EXPECT_TRUE(got == want);
 

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/sanitized.h"
+
 namespace tkv::testing {
 inline std::string model_dir() {
   if (const char* d = std::getenv("TKV_MODEL_DIR")) return d;

@@ -5,7 +5,8 @@ stream that was not cut ends with a finish reason and [DONE] and equals, text
 and finish reason, the same greedy request run alone afterwards; the KV pages
 in use return to their starting value (the disconnects' requests were
 cancelled and freed); RSS stays bounded.
-usage: concurrency_test.py TURBOKV_BINARY [SECONDS]"""
+usage: concurrency_test.py TURBOKV_BINARY [SECONDS] [--sanitized]
+(--sanitized: 32 clients and max_tokens up to 12, for the ~10x slower ASan build)"""
 import http.client
 import json
 import os
@@ -72,6 +73,9 @@ def stream_once(port, prompt, max_tokens, cut_after):
 def main():
     binary = sys.argv[1]
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 20.0
+    global CLIENTS, MAX_TOKENS
+    if "--sanitized" in sys.argv[3:]:
+        CLIENTS, MAX_TOKENS = 32, (4, 12)
     srv = Server(binary, "--kv-quant", "turbo", "-c", "512", "--parallel", "8")
     failures = []
     try:
