@@ -1,8 +1,8 @@
 // The prefix cache through the public API on SmolLM2-135M: a request whose
 // prompt starts with a 1k-token prefix another request already computed reuses
-// those KV pages (256 tokens under the sanitizers), prefills only its suffix, and gives the same greedy tokens as
-// a cold engine (whole pages are shared, so the reuse stops at a page boundary
-// and never covers the prompt's last token).
+// those KV pages (256 tokens under the sanitizers), prefills only its suffix, and gives the same
+// greedy tokens as a cold engine (whole pages are shared, so the reuse stops at a page boundary and
+// never covers the prompt's last token).
 #include <gtest/gtest.h>
 
 #include "tests/api/api_test_util.h"

@@ -23,7 +23,8 @@ struct Case {
 // A decode token after context, prefill chunks on both sides of the 64-token page
 // boundary, one starting mid-page, and a long one (130 tokens under the
 // sanitizers: every row of it wants logits).
-const Case kCases[] = {{100, 1}, {0, 63}, {10, 64}, {0, 65}, {0, testing::kSanitized ? 130 : 511}, {37, 1}};
+const Case kCases[] = {{100, 1}, {0, 63}, {10, 64}, {0, 65}, {0, testing::kSanitized ? 130 : 511},
+                       {37, 1}};
 
 std::vector<int32_t> tokens_for(size_t i, int64_t n, int32_t n_vocab) {
   std::mt19937 rng(static_cast<uint32_t>(1234 + i));
