@@ -35,6 +35,11 @@ struct EngineConfig {
   AttnPath attn = AttnPath::kFused;
   bool key_center = true;  // store keys minus the K bias (exact for attention)
   int page_size = 64;      // tokens per KV page
+  // Disk prompt cache: full KV pages of finished requests kept in this directory
+  // (shared safely by processes), loaded instead of prefilled by a later request
+  // (or a restarted engine) whose prompt starts with them. Empty = off.
+  std::string prompt_cache_dir;
+  int64_t prompt_cache_bytes = int64_t{4} << 30;  // the directory's size limit (LRU)
 };
 
 struct ModelInfo {
@@ -73,6 +78,12 @@ struct EngineStats {
   double attention_ms = 0;  // wall time spent in KV attention since the engine started
   // Speculative decoding since the engine started: draft tokens verified, kept.
   int64_t spec_drafted_tokens = 0, spec_accepted_tokens = 0;
+  // Disk prompt cache since the engine started (zeros when off): entries served
+  // and their tokens, entries written, write failures, corrupt or foreign
+  // entries refused, LRU evictions, and the directory's bytes.
+  int64_t prompt_cache_hits = 0, prompt_cache_tokens = 0, prompt_cache_writes = 0;
+  int64_t prompt_cache_write_errors = 0, prompt_cache_skipped = 0, prompt_cache_evictions = 0;
+  int64_t prompt_cache_bytes = 0;
 };
 
 // The model's tokenizer, owned by the engine.

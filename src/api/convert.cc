@@ -45,6 +45,8 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
   o.step_tokens = c.step_tokens;
   o.prefix_cache = c.prefix_cache;
   o.key_center = c.key_center;
+  o.prompt_cache_dir = c.prompt_cache_dir;
+  o.prompt_cache_bytes = c.prompt_cache_bytes;
   return o;
 }
 

@@ -141,6 +141,13 @@ EngineStats Engine::stats() const {
   e.spec_drafted_tokens = s.spec_drafted;
   e.spec_accepted_tokens = s.spec_accepted;
   e.attention_ms = s.attention_ms;
+  e.prompt_cache_hits = s.prompt_cache.hits;
+  e.prompt_cache_tokens = s.prompt_cache.tokens_loaded;
+  e.prompt_cache_writes = s.prompt_cache.writes;
+  e.prompt_cache_write_errors = s.prompt_cache.write_errors;
+  e.prompt_cache_skipped = s.prompt_cache.skipped;
+  e.prompt_cache_evictions = s.prompt_cache.evictions;
+  e.prompt_cache_bytes = s.prompt_cache.bytes;
   return e;
 }
 

@@ -96,6 +96,8 @@ class KvCache {
   // most the largest multiple of page_size below n is reused, so the caller still
   // computes at least one token (and gets its logits).
   virtual int64_t attach_prefix(int seq, const int32_t* tokens, int64_t n) = 0;  // tokens: [n]
+  // What attach_prefix would reuse for tokens[0, n), without mapping anything.
+  virtual int64_t cached_prefix(const int32_t* tokens, int64_t n) const = 0;  // tokens: [n]
   // After tokens[0, n) of seq are committed: indexes seq's full pages covering
   // them. Idempotent; blocks already in the index are skipped.
   virtual void publish_prefix(int seq, const int32_t* tokens, int64_t n) = 0;  // tokens: [n]

@@ -43,6 +43,7 @@ class PagedCache final : public KvCache {
   kernels::KvView view(int layer, int seq, int64_t n_tokens) const override;
 
   int64_t attach_prefix(int seq, const int32_t* tokens, int64_t n) override;
+  int64_t cached_prefix(const int32_t* tokens, int64_t n) const override;
   void publish_prefix(int seq, const int32_t* tokens, int64_t n) override;
   void clear_prefix_cache() override;
   PrefixStats prefix_stats() const override;

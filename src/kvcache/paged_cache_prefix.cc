@@ -55,6 +55,24 @@ int64_t PagedCache::attach_prefix(int seq, const int32_t* tokens, int64_t n) {
   return b * ps;
 }
 
+int64_t PagedCache::cached_prefix(const int32_t* tokens, int64_t n) const {
+  if (!prefix_on_ || n <= 1) return 0;
+  const int ps = opts_.page_size;
+  const int64_t max_blocks = (n - 1) / ps;
+  uint64_t parent = 0;
+  int64_t b = 0;
+  for (; b < max_blocks; ++b) {
+    const uint64_t key = prefix_block_key(opts_.prefix_namespace, parent, tokens + b * ps, ps);
+    const int64_t pos = b * ps;
+    const Store* st = nullptr;
+    for (const Store& x : stores_)
+      if (pos >= x.spec.begin && pos < x.spec.end) st = &x;
+    if (st == nullptr || st->pt->find_cached(key) < 0) break;
+    parent = key;
+  }
+  return b * ps;
+}
+
 void PagedCache::publish_prefix(int seq, const int32_t* tokens, int64_t n) {
   if (!prefix_on_) return;
   TKV_CHECK(stores_.front().pt->valid_seq(seq));

@@ -9,6 +9,7 @@
 
 #include "base/timer.h"
 #include "runtime/kv_sizing.h"
+#include "runtime/model_identity.h"
 
 namespace tkv::runtime {
 namespace {
@@ -42,11 +43,16 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
   kv::CacheOptions base = o.cache;
   base.budget_bytes = o.kv_budget_bytes;
-  // Pages are shared only within this process: the file's path and size name
-  // the model well enough (the disk prompt cache will need a content hash).
-  if (o.prefix_cache)
-    base.prefix_namespace = kv::make_prefix_namespace(
+  // Within one process the file's path and size name the model well enough; the
+  // disk prompt cache outlives the process, so its keys hash the model's content.
+  if (!o.prompt_cache_dir.empty()) {
+    TKV_ASSIGN_OR_RETURN(const uint64_t id, model_identity(e->model_->gguf()));
+    e->kv_namespace_ = kv::make_prefix_namespace(fmt::format("{:016x}", id), base, o.key_center);
+  } else if (o.prefix_cache) {
+    e->kv_namespace_ = kv::make_prefix_namespace(
         o.model_path + "#" + std::to_string(e->model_->gguf().file_size()), base, o.key_center);
+  }
+  if (o.prefix_cache) base.prefix_namespace = e->kv_namespace_;
   TKV_ASSIGN_OR_RETURN(
       KvSizing sz, size_kv_pool(e->model_->kv_shape(), base, o.context, o.max_seqs, o.step_tokens,
                                 name, e->model_->gguf().file_size()));
@@ -54,6 +60,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   e->pool_tokens_ = sz.cache.max_tokens;
   TKV_ASSIGN_OR_RETURN(e->kv_mem_, kv::kv_memory_model(e->model_->kv_shape(), sz.cache));
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
+  if (!o.prompt_cache_dir.empty()) TKV_RETURN_IF_ERROR(e->open_prompt_cache());
   SchedulerConfig sc;
   sc.total_pages = sz.total_pages;
   sc.page_size = sz.cache.page_size;
@@ -154,6 +161,7 @@ void EngineLoop::publish_stats() {
   s.kv_pages_used = sched_->used_pages();
   s.page_size = sched_->config().page_size;
   s.preemptions = sched_->n_preemptions();
+  if (prompt_dir_) s.prompt_cache = prompt_dir_->stats();
   std::lock_guard<std::mutex> lk(stats_mu_);
   s.steps = stats_.steps;
   s.attention_ms = stats_.attention_ms;

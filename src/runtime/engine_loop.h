@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "kvcache/kv_cache.h"
+#include "kvcache/prompt_dir.h"
 #include "model/batch.h"
 #include "model/model.h"
 #include "ops/attention.h"
@@ -38,6 +39,9 @@ struct LoopOptions {
   int64_t step_tokens = 512;                   // most tokens per forward step (>= max_seqs)
   bool prefix_cache = true;                    // reuse cached prompt prefixes (EngineLoop::admit)
   bool key_center = true;                      // store k - b_k (model.h)
+  // Disk prompt cache (engine_prompt_cache.cc): off when the directory is empty.
+  std::string prompt_cache_dir;
+  int64_t prompt_cache_bytes = int64_t{4} << 30;
 };
 
 struct LoopStats {
@@ -48,6 +52,7 @@ struct LoopStats {
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
   double attention_ms = 0;  // wall time inside KV attention since the engine started
   int64_t spec_drafted = 0, spec_accepted = 0;  // speculative draft tokens verified / kept
+  kv::PromptDirStats prompt_cache;              // zeros without --prompt-cache
 };
 
 class EngineLoop {
@@ -103,12 +108,17 @@ class EngineLoop {
   Status check_session(SeqRequest& r) const;             // engine_session.cc
   int64_t load_session(Sequence& s);                     // at admission: tokens loaded
   void save_session(const Sequence& s, Event* e) const;  // at finish, before free_seq
+  Status open_prompt_cache();                            // engine_prompt_cache.cc
+  int64_t load_prompt_cache(Sequence& s);                // at admission: tokens loaded
+  void store_prompt_cache(const Sequence& s);            // at finish, before free_seq
 
   LoopOptions opts_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<kv::KvCache> cache_;
+  uint64_t kv_namespace_ = 0;                  // prefix keys: of the cache, and of prompt_dir_
+  std::unique_ptr<kv::PromptDir> prompt_dir_;  // --prompt-cache; written by its own thread
   std::unique_ptr<Scheduler> sched_;
   int64_t pool_tokens_ = 0;
   kv::KvMemoryModel kv_mem_;

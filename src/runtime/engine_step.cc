@@ -24,6 +24,13 @@ int64_t EngineLoop::admit(SeqId id) {
       return loaded;
     }
   }
+  if (prompt_dir_ && !s.scoring()) {  // a longer entry on disk (engine_prompt_cache.cc)
+    const int64_t loaded = load_prompt_cache(s);
+    if (loaded > 0) {
+      s.timings.cached_tokens += loaded;
+      return loaded;
+    }
+  }
   if (!opts_.prefix_cache || s.scoring()) return 0;
   const int64_t reused =
       cache_->attach_prefix(s.kv, s.tokens.data(), static_cast<int64_t>(s.tokens.size()));
@@ -188,6 +195,7 @@ void EngineLoop::finish(SeqId id, Finish why, const std::string& error) {
       e.session_error = "[kv-store] " + s.req.save_session + ": not written after an error";
   }
   if (s.kv >= 0) {
+    if (why != Finish::kError && prompt_dir_ && !s.scoring()) store_prompt_cache(s);
     if (why != Finish::kError) publish(s);  // after an error the KV is not trusted
     cache_->free_seq(s.kv);
   }

@@ -33,6 +33,9 @@ turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
   c.swa_bf16 = parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
   c.attn = parse_attn_path(o.kv_attn).value();
   c.key_center = o.kv_key_center == "on";
+  c.prompt_cache_dir = o.prompt_cache;
+  if (!o.prompt_cache_size.empty())
+    c.prompt_cache_bytes = static_cast<int64_t>(parse_byte_size(o.prompt_cache_size).value());
   return c;
 }
 

@@ -308,6 +308,7 @@ RunFn add_chat(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("chat", "Interactive chat using the model's chat template");
   a->sub = sub;
   add_common_options(sub, a->common);
+  add_prompt_cache_options(sub, a->common);
   add_sampling_options(sub, a->sp);
   add_spec_options(sub, a->spec_flags);
   sub->add_option("--system", a->system, "System message");

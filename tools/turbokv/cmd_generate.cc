@@ -63,6 +63,9 @@ void print_timings(const turbokv::Engine& eng, const turbokv::Event& end) {
                "at %.1f tok/s (%.1f GB/s of weights)\n",
                turbokv::finish_reason_name(end.finish), static_cast<long long>(t.prefill_tokens),
                prefill_tok_s, static_cast<long long>(t.generated_tokens), t.decode_tok_s(), gbs);
+  if (t.cached_tokens > 0)
+    std::fprintf(stderr, "[turbokv] %lld prompt tokens came from a cache (not prefilled)\n",
+                 static_cast<long long>(t.cached_tokens));
   if (t.drafted_tokens > 0)
     std::fprintf(
         stderr, "[turbokv] speculation: %lld of %lld draft tokens accepted (%.0f%%)\n",
@@ -139,6 +142,7 @@ RunFn add_generate(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt");
   a->sub = sub;
   add_common_options(sub, a->common);
+  add_prompt_cache_options(sub, a->common);
   add_sampling_options(sub, a->sp);
   add_spec_options(sub, a->spec_flags);
   auto* p = sub->add_option("-p,--prompt", a->prompt, "Prompt text");

@@ -132,6 +132,7 @@ RunFn add_serve(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   a->sub = sub;
   add_common_options(sub, a->common);
+  add_prompt_cache_options(sub, a->common);
   add_spec_options(sub, a->spec_flags);
   server::ServerOptions& s = a->srv;
   sub->add_option("--host", s.host, "Address to listen on");

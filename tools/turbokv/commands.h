@@ -28,8 +28,12 @@ struct CommonOptions {
   std::string kv_budget;               // --kv-budget SIZE; empty = default (memory-based)
   int64_t ctx = 4096;
   int ubatch = 512;
+  std::string prompt_cache;       // --prompt-cache DIR (generate, chat, serve); empty = off
+  std::string prompt_cache_size;  // --prompt-cache-size SIZE; empty = the engine's default
 };
 void add_common_options(CLI::App* app, CommonOptions& o);
+// --prompt-cache DIR and --prompt-cache-size SIZE (generate, chat, serve).
+void add_prompt_cache_options(CLI::App* app, CommonOptions& o);
 // Flag checks that need more than one flag, run after parsing and before any model
 // loading: warnings for flags without effect, -m resolved to a path. False on error.
 // one_scheme: --kv-quant names the cache (false for bench --schemes).

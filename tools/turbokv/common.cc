@@ -86,6 +86,17 @@ void add_common_options(CLI::App* app, CommonOptions& o) {
       ->check(int_range("--ubatch", 1, 4096));
 }
 
+void add_prompt_cache_options(CLI::App* app, CommonOptions& o) {
+  app->add_option("--prompt-cache", o.prompt_cache,
+                  "Keep the KV of finished prompts in DIR and load it instead of prefilling a "
+                  "prompt that starts with one (shared safely by processes; survives restarts)");
+  app->add_option("--prompt-cache-size", o.prompt_cache_size,
+                  "Size limit of the --prompt-cache directory, least recently used entries "
+                  "evicted first, e.g. 4GiB (default)")
+      ->check(
+          kv_validator("SIZE", [](const std::string& v) { return parse_byte_size(v).status(); }));
+}
+
 void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp) {
   // Ranges are checked after parsing by sampling::validate (shared with the server).
   app->add_option("--temp", sp.temperature, "Temperature (0 = greedy)");
@@ -127,6 +138,8 @@ bool check_common(CLI::App* sub, CommonOptions& o, bool one_scheme) {
     warn_no_effect(sub, "--kv-quant-start",
                    "with a float KV cache (--kv-quant " + o.kv_quant + ")");
   }
+  if (o.prompt_cache.empty() && sub->get_option_no_throw("--prompt-cache-size") != nullptr)
+    warn_no_effect(sub, "--prompt-cache-size", "without --prompt-cache");
   auto path = resolve_model(o.model);
   if (!path.ok()) {
     std::fprintf(stderr, "error: %s\n", path.status().message().c_str());
