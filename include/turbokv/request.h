@@ -119,6 +119,10 @@ struct Request {
   // reason) and its pages replace prefilling those tokens (Timings::cached_tokens).
   std::string save_session;
   std::string load_session;
+  // load_session_common: load only the tokens the snapshot and the prompt share
+  // from the start (none is fine) instead of refusing a snapshot that is not a
+  // prefix of the prompt (a server slot restored, then sent a shorter prompt).
+  bool load_session_common = false;
   // Optional: called for every event on the engine thread (keep it short);
   // events then skip the handle's queue (RequestHandle::next returns false).
   std::function<void(const Event&)> on_token;

@@ -75,6 +75,7 @@ rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
   q.on_progress = r.on_prefill_progress;
   q.save_session = r.save_session;
   q.load_session = r.load_session;
+  q.load_common = r.load_session_common;
   if (r.on_token) q.on_event = [cb = r.on_token](const rt::Event& e) { cb(to_public(e)); };
   return q;
 }

@@ -32,12 +32,14 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
 
 }  // namespace
 
+// The temp file is never a symlink someone left there (O_NOFOLLOW): a write
+// stays in the target's directory.
 Status write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
   const std::filesystem::path target(path);
   std::filesystem::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return io_error("cannot create", tmp);
   if (!write_all(fd, bytes.data(), bytes.size()) || ::fsync(fd) != 0) {
     Status st = io_error("cannot write", tmp);

@@ -8,6 +8,15 @@
 #include "runtime/model_identity.h"
 
 namespace tkv::runtime {
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+}  // namespace
 
 Result<kv::SnapshotHeader> EngineLoop::snapshot_header() const {
   std::lock_guard<std::mutex> lk(snap_mu_);
@@ -29,9 +38,9 @@ Status EngineLoop::check_session(SeqRequest& r) const {
   TKV_ASSIGN_OR_RETURN(kv::Snapshot snap, kv::read_snapshot(r.load_session));
   TKV_RETURN_IF_ERROR(kv::check_snapshot_compatible(snap.header, mine, r.load_session));
   const auto& t = snap.header.tokens;
-  if (t.size() > r.prompt.size() || !std::equal(t.begin(), t.end(), r.prompt.begin())) {
-    size_t i = 0;
-    while (i < t.size() && i < r.prompt.size() && t[i] == r.prompt[i]) ++i;
+  if (!r.load_common &&
+      (t.size() > r.prompt.size() || !std::equal(t.begin(), t.end(), r.prompt.begin()))) {
+    const size_t i = common_prefix(t, r.prompt);
     return invalid_argument(
         "[kv-store] {}: the snapshot's {} tokens are not a prefix of the prompt's {} tokens "
         "(they differ from token {} on)",
@@ -41,11 +50,13 @@ Status EngineLoop::check_session(SeqRequest& r) const {
   return Status();
 }
 
-// Copies the snapshot's pages into s's new KV sequence: all its tokens but, when
-// they are the whole prompt, the last one (whose logits the first step needs).
+// Copies the snapshot's pages into s's new KV sequence: the tokens both start
+// with (all the snapshot's unless load_common) but never s's last one (whose
+// logits the first step needs).
 int64_t EngineLoop::load_session(Sequence& s) {
   const int64_t n =
-      std::min<int64_t>(s.req.loaded->header.n_tokens(), static_cast<int64_t>(s.tokens.size()) - 1);
+      std::min<int64_t>(static_cast<int64_t>(common_prefix(s.req.loaded->header.tokens, s.tokens)),
+                        static_cast<int64_t>(s.tokens.size()) - 1);
   if (n <= 0) return 0;
   const Status st = cache_->import_seq(s.kv, *s.req.loaded, n);
   if (!st.ok()) {  // no room now: prefill instead (the cache is unchanged)

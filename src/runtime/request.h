@@ -89,9 +89,11 @@ struct SeqRequest {
   // KV snapshots (kvcache/kv_store.h), generation only. save_session: written
   // when the request ends (its KV: every token but the last sampled one).
   // load_session: read and checked at submit (file, compatibility, its tokens a
-  // prefix of the prompt); its pages replace prefilling those tokens at admission.
+  // prefix of the prompt, or with load_common only the tokens both start with);
+  // its pages replace prefilling those tokens at admission.
   std::string save_session;
   std::string load_session;
+  bool load_common = false;
   std::shared_ptr<const kv::Snapshot> loaded;  // set by submit from load_session
 };
 

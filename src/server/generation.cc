@@ -41,11 +41,23 @@ MaybeError Generation::submit(int index) {
   turbokv::Request r = base_;
   r.spec = s_.opts.spec;  // speculative and plain requests share the engine's batch
   r.sampling.seed = base_.sampling.seed + static_cast<uint64_t>(index);  // choices differ
+  // Choice 0 on a slot: the tokens its KV holds go to the slot when it ends
+  // (none after an error: that KV is not trusted).
+  std::shared_ptr<std::vector<int32_t>> slot_tokens;
+  if (index == 0 && slot_ >= 0)
+    slot_tokens = std::make_shared<std::vector<int32_t>>(r.prompt_tokens);
   // On the engine thread, keep it short. Metrics are counted here, not by the
   // reader: a request cancelled after its client left has no reader any more.
-  r.on_token = [q = q_, index, m = s_.metrics, np = prompt_tokens()](const turbokv::Event& e) {
+  r.on_token = [q = q_, index, m = s_.metrics, np = prompt_tokens(), slots = s_.slots, slot = slot_,
+                slot_tokens](const turbokv::Event& e) {
     // Counted before the reader can see the event, so a response is never ahead of /metrics.
     if (e.is_final()) m->on_finish(turbokv::finish_reason_name(e.finish), e.timings, np);
+    if (slot_tokens) {
+      if (e.token >= 0) slot_tokens->push_back(e.token);
+      if (e.is_final())
+        slots->release(slot, e.finish == turbokv::FinishReason::kError ? std::vector<int32_t>()
+                                                                       : std::move(*slot_tokens));
+    }
     {
       std::lock_guard<std::mutex> lk(q->mu);
       if (e.token >= 0) {
@@ -69,10 +81,20 @@ MaybeError Generation::submit(int index) {
   return std::nullopt;
 }
 
-MaybeError Generation::start(const turbokv::Request& r) {
+MaybeError Generation::start(const turbokv::Request& r, int slot) {
   base_ = r;
+  slot_ = slot;
   std::lock_guard<std::mutex> lk(handles_mu_);
-  if (auto e = submit(0)) return e;
+  MaybeError e = submit(0);
+  if (e && !base_.load_session.empty()) {
+    // The slot's restored snapshot is gone or changed since: prefill instead.
+    base_.load_session.clear();
+    e = submit(0);
+  }
+  if (e) {
+    if (slot_ >= 0) s_.slots->unbusy(slot_);
+    return e;
+  }
   s_.metrics->on_submit(prompt_tokens());
   if (n_ == 1) rest_submitted_ = true;
   return std::nullopt;

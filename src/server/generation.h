@@ -3,7 +3,8 @@
 // engine thread), so one HTTP thread serves the whole request. n > 1: choice 0
 // is submitted first and the others only after its first event, when its
 // prompt's pages are in the prefix cache: they reuse them instead of
-// prefilling the prompt again (a fork from one prefill).
+// prefilling the prompt again (a fork from one prefill). With a slot
+// (slots.h), choice 0's prompt + output become the slot's tokens when it ends.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -31,8 +32,9 @@ class Generation {
   Generation& operator=(const Generation&) = delete;
 
   // Submits choice 0 (the rest follow its first event); the engine's refusal as
-  // an ApiError.
-  MaybeError start(const turbokv::Request& r);
+  // an ApiError. slot >= 0: a slot acquired for it (released here on a refusal,
+  // else by choice 0's final event); r.load_session: the slot's restored snapshot.
+  MaybeError start(const turbokv::Request& r, int slot = -1);
   // The next event of any choice, waiting up to timeout; false on a timeout or
   // after the last choice's final event (finished() tells which).
   bool next(ChoiceEvent& out, std::chrono::milliseconds timeout);
@@ -60,6 +62,7 @@ class Generation {
   bool rest_submitted_ = false;
   int n_done_ = 0;
   std::vector<bool> done_;
+  int slot_ = -1;
 };
 
 }  // namespace tkv::server

@@ -256,6 +256,9 @@ MaybeError parse_gen_request(const json& body, bool chat, const turbokv::Engine&
   if (auto e = logprobs(f, chat, out.logprobs)) return e;
   if (auto e = stream_fields(f, out)) return e;
   if (auto e = get_bool(f, "ignore_eos", r.ignore_eos)) return e;  // vLLM's extension
+  int64_t id_slot = -1;  // llama.cpp's extension; the range is the slot table's to check
+  if (auto e = get_int(f, "id_slot", -1, INT32_MAX, id_slot)) return e;
+  out.id_slot = static_cast<int>(id_slot);
   // Cheap checks first: unknown fields fail before the prompt is tokenized.
   const char* prompt_key = chat ? "messages" : "prompt";
   f.get(prompt_key);

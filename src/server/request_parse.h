@@ -19,6 +19,7 @@ struct GenRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int logprobs = -1;           // top-k alternatives per token; < 0: no logprobs
+  int id_slot = -1;            // llama.cpp's id_slot: run on this slot; < 0: any free one
 };
 
 // Parses a /v1/chat/completions (chat) or /v1/completions body; the error names

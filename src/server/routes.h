@@ -14,6 +14,8 @@ namespace tkv::server {
 void add_openai_routes(httplib::Server& http, ServerState& s);
 // GET /, /health, /v1/models, /metrics; POST /tokenize, /detokenize.
 void add_misc_routes(httplib::Server& http, ServerState& s);
+// GET /slots, POST /slots/{id}?action=save|restore|erase.
+void add_slot_routes(httplib::Server& http, ServerState& s);
 // send_error + the error counter of /metrics.
 void fail(ServerState& s, httplib::Response& res, const ApiError& e);
 

@@ -114,7 +114,15 @@ void generate(ServerState& s, const httplib::Request& req, httplib::Response& re
   MaybeError err;
   std::shared_ptr<Generation> gen = Generation::admit(s, err, g->n);
   if (!gen) return fail(s, res, *err);
-  if (auto e = gen->start(g->req)) return fail(s, res, *e);
+  int slot = -1;
+  std::string snapshot;
+  if (auto e = s.slots->acquire(g->id_slot, g->req.prompt_tokens, &slot, &snapshot))
+    return fail(s, res, *e);
+  if (!snapshot.empty()) {  // a restored slot: its KV for the prefix both share
+    g->req.load_session = snapshot;
+    g->req.load_session_common = true;
+  }
+  if (auto e = gen->start(g->req, slot)) return fail(s, res, *e);
   auto rb = std::make_shared<ResponseBuilder>(*g, s.eng(), s.opts.model_id);
   if (!g->stream) return respond_full(s, *g, *gen, *rb, res);
   res.set_header("Cache-Control", "no-cache");

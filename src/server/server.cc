@@ -102,6 +102,7 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
       });
   add_openai_routes(h, s);
   add_misc_routes(h, s);
+  add_slot_routes(h, s);
 }
 
 Server::~Server() {
@@ -129,6 +130,7 @@ Result<int> Server::bind() {
 }
 
 void Server::set_engine(turbokv::Engine& eng) {
+  impl_->s.slots->init(eng.config().max_seqs, eng.config().context);
   impl_->s.engine = &eng;
 }
 

@@ -24,6 +24,9 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;  // larger bodies: 413
   double drain_timeout_s = 30;       // SIGTERM: in-flight requests get this long
   turbokv::SpecParams spec;          // speculative decoding for every request (--spec)
+  // --slot-save-path: a canonical absolute directory for slot snapshots; empty:
+  // POST /slots/{id} save and restore answer 501.
+  std::string slot_save_path;
 };
 
 class Server {

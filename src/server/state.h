@@ -10,6 +10,7 @@
 
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/slots.h"
 
 namespace tkv::server {
 
@@ -24,6 +25,8 @@ struct ServerState {
   // Shared with the requests' callbacks, which run on the engine thread and may
   // outlive the server (the engine ends open requests when it is destroyed).
   std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
+  // --parallel slots (slots.h); shared with the requests' callbacks like metrics.
+  std::shared_ptr<SlotTable> slots = std::make_shared<SlotTable>();
   std::time_t started = std::time(nullptr);
   std::atomic<int> in_flight{0};  // choices admitted and not finished
   std::atomic<bool> draining{false};

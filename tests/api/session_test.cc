@@ -284,6 +284,26 @@ TEST_F(SessionRefusal, TokensNotAPrefixOfThePrompt) {
   expect_still_serves();
 }
 
+// load_session_common (the server's restored slots): the tokens the snapshot
+// and the prompt start with are loaded, the rest prefilled; output unchanged.
+TEST_F(SessionRefusal, LoadCommonUsesTheSharedPrefix) {
+  auto load_common = [](std::vector<int32_t> prompt) {
+    Request r = greedy(prompt, 4);
+    r.load_session = path_;
+    r.load_session_common = true;
+    auto got = run(*eng_, r);
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    expect_same(got.value(), run(*eng_, greedy(prompt, 4)).value());
+    return got.value().timings.cached_tokens;
+  };
+  // Shorter than a page (the prefix cache has none of it): all but its last token.
+  EXPECT_EQ(load_common(std::vector<int32_t>(p_.begin(), p_.begin() + 50)), 49);
+  std::vector<int32_t> diverging(p_.begin(), p_.begin() + 90);
+  diverging[80] = diverging[80] == 1 ? 2 : 1;
+  EXPECT_EQ(load_common(diverging), 80);  // the prefix cache alone would give 64
+  expect_still_serves();
+}
+
 // The model identity hashes the weights, not the path: the same file under
 // another name loads the snapshot.
 TEST_F(SessionRefusal, SameWeightsUnderAnotherPathLoad) {

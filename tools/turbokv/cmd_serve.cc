@@ -7,6 +7,7 @@
 #include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -60,9 +61,26 @@ void print_start(const turbokv::Engine& eng, const ServeArgs& a) {
     std::printf("note: the model has no chat template: /v1/chat/completions answers 400\n");
 }
 
+// --slot-save-path: created if missing, kept as a canonical absolute path (the
+// server confines snapshot names to it).
+bool prepare_slot_dir(ServeArgs& a) {
+  std::string& dir = a.srv.slot_save_path;
+  if (dir.empty()) return true;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const auto canon = std::filesystem::canonical(dir, ec);
+  if (ec || !std::filesystem::is_directory(canon)) {
+    std::fprintf(stderr, "error: [serve] --slot-save-path %s: not a usable directory%s%s\n",
+                 dir.c_str(), ec ? ": " : "", ec ? ec.message().c_str() : "");
+    return false;
+  }
+  dir = canon.string();
+  return true;
+}
+
 int run_serve(ServeArgs& a) {
   if (!check_common(a.sub, a.common) || !read_key_file(a) ||
-      !finish_spec(a.sub, a.spec_flags, &a.srv.spec))
+      !finish_spec(a.sub, a.spec_flags, &a.srv.spec) || !prepare_slot_dir(a))
     return 1;
   a.srv.max_body_bytes = parse_byte_size(a.max_body).value();  // validated at parse time
   if (a.srv.model_id.empty()) {
@@ -157,6 +175,8 @@ RunFn add_serve(CLI::App& app) {
             return r.ok() ? std::string() : r.status().message();
           },
           "SIZE", "SIZE"));
+  sub->add_option("--slot-save-path", s.slot_save_path,
+                  "Directory for POST /slots/{id}?action=save|restore snapshots (off without)");
   sub->add_option("--drain-timeout", s.drain_timeout_s,
                   "Seconds in-flight requests get after SIGTERM before they are cancelled")
       ->check(CLI::Range(0.0, 3600.0));
