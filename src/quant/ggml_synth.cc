@@ -184,9 +184,13 @@ void RandomBlocks::fill(SplitMix64& rng, uint8_t* dst, size_t n_blocks) const {
   }
   const size_t bb = static_cast<size_t>(block_bytes_);
   fill_bytes(rng, dst, n_blocks * bb);
+  // A random sign per block (a random bit of the bytes d overwrites): the
+  // formats' own offset (q4_0's (q - 8) has mean -1/2) then averages out.
   for (size_t i = 0; i < n_blocks; ++i) {
-    put_half(dst + i * bb, d_off_, d_bits_);
-    if (m_off_ >= 0) put_half(dst + i * bb, m_off_, m_bits_);
+    uint8_t* blk = dst + i * bb;
+    const uint16_t sign = (blk[d_off_] & 1u) ? 0x8000u : 0u;
+    put_half(blk, d_off_, static_cast<uint16_t>(d_bits_ ^ sign));
+    if (m_off_ >= 0) put_half(blk, m_off_, static_cast<uint16_t>(m_bits_ ^ sign));
   }
 }
 

@@ -1,8 +1,9 @@
 // Random but well-formed GGML weight data for synthetic (speed-only) models:
 // quant bytes are uniform random and the fp16 scale fields (d, and dmin or m
-// where the type has one) are overwritten so the dequantized weights have mean
-// ~0 and standard deviation ~sigma. The scales are calibrated once per type by
-// dequantizing sample blocks with the shared dequantizers (ggml_dequant.h).
+// where the type has one) are overwritten, with a random sign per block, so the
+// dequantized weights have mean ~0 and standard deviation ~sigma. The scales are
+// calibrated once per type by dequantizing sample blocks with the shared
+// dequantizers (ggml_dequant.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -25,7 +25,8 @@ TINY=(--layers 2 --d-model 256 --heads 4 --kv-heads 2 --ff 512 --ctx 512)
 
 # Refusals: the message names the flag, and nothing is left behind.
 expect no-output "--output is required" "$BIN" synth-model "${TINY[@]}"
-expect kv-heads "--kv-heads 3 must divide --heads 4" "$BIN" synth-model -o "$DIR/bad.gguf" "${TINY[@]}" --kv-heads 3
+expect kv-heads "--kv-heads 3 must divide --heads 4" \
+  "$BIN" synth-model -o "$DIR/bad.gguf" --layers 2 --d-model 256 --heads 4 --kv-heads 3 --ff 512
 expect head-width "--heads 4 x --head-dim 32 = 128 must equal --d-model 256 for llama" \
   "$BIN" synth-model -o "$DIR/bad.gguf" "${TINY[@]}" --head-dim 32
 expect block "--d-model 128 is not a multiple of q4_K's block of 256" \
