@@ -40,8 +40,7 @@ class GgufWriter {
 
   // Produces bytes [offset, offset + n) of tensor `index` into dst. Called in
   // tensor order with consecutive offsets; n is a multiple of the type's block bytes.
-  using FillFn =
-      std::function<Status(size_t index, uint64_t offset, uint8_t* dst, size_t n_bytes)>;
+  using FillFn = std::function<Status(size_t index, uint64_t offset, uint8_t* dst, size_t n_bytes)>;
   // Called after each chunk with bytes of tensor data written so far and the total.
   using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
   // Writes PATH.tmp and renames it to PATH; errors start with "[gguf] write".

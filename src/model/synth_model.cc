@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
-#include <cstring>
 
 #include "io/gguf.h"
 #include "model/config.h"
@@ -20,10 +20,9 @@ namespace {
 
 // Every type RandomBlocks can write, in the order --help lists them.
 constexpr ggml::Type kWeightTypes[] = {
-    ggml::Type::kF32,  ggml::Type::kF16,  ggml::Type::kBF16, ggml::Type::kQ4_0,
-    ggml::Type::kQ4_1, ggml::Type::kQ5_0, ggml::Type::kQ5_1, ggml::Type::kQ8_0,
-    ggml::Type::kQ2_K, ggml::Type::kQ3_K, ggml::Type::kQ4_K, ggml::Type::kQ5_K,
-    ggml::Type::kQ6_K};
+    ggml::Type::kF32,  ggml::Type::kF16,  ggml::Type::kBF16, ggml::Type::kQ4_0, ggml::Type::kQ4_1,
+    ggml::Type::kQ5_0, ggml::Type::kQ5_1, ggml::Type::kQ8_0, ggml::Type::kQ2_K, ggml::Type::kQ3_K,
+    ggml::Type::kQ4_K, ggml::Type::kQ5_K, ggml::Type::kQ6_K};
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -41,7 +40,7 @@ struct Plan {
   std::string name;
   std::vector<int64_t> shape;
   ggml::Type type;
-  float sigma;                // > 0: random; 0: every element = value (f32)
+  float sigma;  // > 0: random; 0: every element = value (f32)
   float value = 1.0f;
 };
 
@@ -140,7 +139,8 @@ const std::vector<SynthPreset>& synth_presets() {
 
 std::string weight_type_names() {
   std::string out;
-  for (ggml::Type t : kWeightTypes) out += (out.empty() ? "" : ", ") + std::string(ggml::traits(t).name);
+  for (ggml::Type t : kWeightTypes)
+    out += (out.empty() ? "" : ", ") + std::string(ggml::traits(t).name);
   return out;
 }
 
@@ -161,12 +161,11 @@ Status check_synth_spec(const SynthSpec& s, int64_t n_vocab) {
     const char* flag;
     int64_t v, hi;
   };
-  for (const Bound& b : {Bound{"--layers", s.n_layers, kMaxLayers},
-                         Bound{"--d-model", s.d_model, kMaxDim}, Bound{"--ff", s.d_ff, kMaxDim},
-                         Bound{"--heads", s.n_heads, kMaxHeads},
-                         Bound{"--kv-heads", s.n_kv_heads, kMaxHeads},
-                         Bound{"--head-dim", s.head_dim, kMaxHeadDim},
-                         Bound{"--ctx", s.n_ctx, std::min<int64_t>(kMaxContext, UINT32_MAX)}}) {
+  for (const Bound& b :
+       {Bound{"--layers", s.n_layers, kMaxLayers}, Bound{"--d-model", s.d_model, kMaxDim},
+        Bound{"--ff", s.d_ff, kMaxDim}, Bound{"--heads", s.n_heads, kMaxHeads},
+        Bound{"--kv-heads", s.n_kv_heads, kMaxHeads}, Bound{"--head-dim", s.head_dim, kMaxHeadDim},
+        Bound{"--ctx", s.n_ctx, std::min<int64_t>(kMaxContext, UINT32_MAX)}}) {
     if (!in(b.v, 1, b.hi))
       return invalid_argument("[synth] {} {} out of range [1, {}]", b.flag, b.v, b.hi);
   }

@@ -25,7 +25,7 @@ struct SynthSpec {
   int d_ff = 0;
   int64_t n_ctx = 0;
   float rope_theta = 10000.0f;
-  int64_t sliding_window = 1024;  // gemma3: window of its local layers
+  int64_t sliding_window = 1024;        // gemma3: window of its local layers
   ggml::Type type = ggml::Type::kQ4_0;  // the weight matrices' type; norms and biases stay f32
   uint64_t seed = 0;
   std::string tokenizer_path;  // GGUF whose tokenizer.* keys are copied

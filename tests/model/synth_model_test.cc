@@ -69,8 +69,8 @@ void decode_finite(const model::Model& m, const std::string& what) {
 TEST(SynthModel, TinyModelsLoadAndDecodeFinite) {
   if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "SmolLM2 (tokenizer) absent";
   for (const std::string arch : {"llama", "qwen2", "gemma3"}) {
-    for (ggml::Type t : {ggml::Type::kQ4_0, ggml::Type::kQ8_0, ggml::Type::kQ4_K,
-                         ggml::Type::kF16}) {
+    for (ggml::Type t :
+         {ggml::Type::kQ4_0, ggml::Type::kQ8_0, ggml::Type::kQ4_K, ggml::Type::kF16}) {
       const std::string what = arch + " " + std::string(ggml::traits(t).name);
       const std::string path = out_path("synth_" + arch + ".gguf");
       auto w = model::write_synth_model(tiny(arch, t), path);
@@ -89,6 +89,20 @@ TEST(SynthModel, TinyModelsLoadAndDecodeFinite) {
       EXPECT_EQ(c.name, "synthetic " + arch + " custom shape, random weights: speed only");
       decode_finite(*m.value(), what);
     }
+  }
+}
+
+// Depth: 32 layers (the llama3-8b preset's count) at a narrow width stay finite.
+TEST(SynthModel, ThirtyTwoLayersStayFinite) {
+  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "SmolLM2 (tokenizer) absent";
+  for (ggml::Type t : {ggml::Type::kQ4_0, ggml::Type::kQ6_K, ggml::Type::kBF16}) {
+    model::SynthSpec s = tiny("llama", t);
+    s.n_layers = 32;
+    const std::string path = out_path("synth_deep.gguf");
+    ASSERT_TRUE(model::write_synth_model(s, path).ok());
+    auto m = model::Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    decode_finite(*m.value(), "32 layers " + std::string(ggml::traits(t).name));
   }
 }
 

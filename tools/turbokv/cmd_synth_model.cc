@@ -3,6 +3,7 @@
 // file here has. Speed only: never report quality (KL, perplexity) from it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "model/synth_model.h"
@@ -13,7 +14,7 @@ namespace {
 struct SynthArgs {
   std::string out, arch, preset, type = "q4_0", tokenizer;
   int layers = 0, d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, ff = 0;
-  int64_t ctx = 0, window = 1024;
+  int64_t ctx = 0, window = 0;
   float rope_theta = 0;
   uint64_t seed = 0;
 };
@@ -50,7 +51,7 @@ Result<model::SynthSpec> make_spec(const SynthArgs& a) {
   if (s.n_kv_heads == 0) s.n_kv_heads = s.n_heads;
   if (s.head_dim == 0 && s.n_heads > 0) s.head_dim = s.d_model / s.n_heads;
   if (s.n_ctx == 0) s.n_ctx = 4096;
-  s.sliding_window = a.window;
+  s.sliding_window = a.window != 0 ? a.window : std::min<int64_t>(1024, s.n_ctx);
   s.seed = a.seed;
   TKV_ASSIGN_OR_RETURN(s.type, model::parse_weight_type(a.type));
   s.tokenizer_path = a.tokenizer.empty() ? default_model_path() : a.tokenizer;
@@ -85,8 +86,8 @@ int run_synth(const SynthArgs& a) {
       "n_vocab %lld (tokenizer of %s), %s weights, %zu tensors, %.2f GiB of data, seed %llu\n",
       a.out.c_str(), s.arch.c_str(), s.n_layers, s.d_model, s.n_heads, s.n_kv_heads, s.head_dim,
       s.d_ff, static_cast<long long>(s.n_ctx), static_cast<long long>(r.value().n_vocab),
-      s.tokenizer_path.c_str(), std::string(ggml::traits(s.type).name).c_str(),
-      r.value().n_tensors, static_cast<double>(r.value().data_bytes) / (1 << 30),
+      s.tokenizer_path.c_str(), std::string(ggml::traits(s.type).name).c_str(), r.value().n_tensors,
+      static_cast<double>(r.value().data_bytes) / (1 << 30),
       static_cast<unsigned long long>(s.seed));
   std::printf("random weights: for speed measurements only, never for quality\n");
   return 0;
@@ -119,7 +120,8 @@ RunFn add_synth_model(CLI::App& app) {
       ->check(int_range("--ctx", 1, kNoMax));
   c->add_option("--rope-theta", a->rope_theta,
                 "Rope base (default: the preset's, 1e6 for gemma3, else 10000)");
-  c->add_option("--window", a->window, "gemma3: sliding window of the local layers")
+  c->add_option("--window", a->window,
+                "gemma3: sliding window of the local layers (default: 1024, or --ctx if smaller)")
       ->check(int_range("--window", 1, kNoMax));
   c->add_option("--type", a->type,
                 "Weight matrices' type: " + model::weight_type_names() +

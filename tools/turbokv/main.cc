@@ -1,4 +1,5 @@
-// turbokv: one binary, subcommands generate | chat | serve | bench | eval | models | kv | synth-model.
+// turbokv: one binary, subcommands generate | chat | serve | bench | eval | models | kv |
+// synth-model.
 #include <cstdio>
 #include <cstring>
 #include <map>
