@@ -84,7 +84,8 @@ RunFn add_chat(CLI::App& app);
 RunFn add_bench(CLI::App& app);
 RunFn add_eval(CLI::App& app);
 RunFn add_serve(CLI::App& app);
-RunFn add_kv(CLI::App& app);  // kv inspect FILE
+RunFn add_kv(CLI::App& app);           // kv inspect FILE
+RunFn add_synth_model(CLI::App& app);  // synth-model -o FILE (random weights, speed only)
 
 // bench --kv-report: KV bytes per token, measured allocation and max context in a budget per
 // scheme.

@@ -1,4 +1,5 @@
-// turbokv: one binary, subcommands generate | chat | serve | bench | eval | models | kv.
+// turbokv: one binary, subcommands generate | chat | serve | bench | eval | models | kv |
+// synth-model.
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   runs["models"] = tkv::cli::add_models(app);
   runs["serve"] = tkv::cli::add_serve(app);
   runs["kv"] = tkv::cli::add_kv(app);
+  runs["synth-model"] = tkv::cli::add_synth_model(app);
   // CLI11 answers an unknown first word with "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-' && runs.count(argv[1]) == 0) {
     std::string names;
