@@ -134,8 +134,7 @@ std::string PromptDir::path_of(uint64_t key) const {
 }
 
 Result<std::unique_ptr<PromptDir>> PromptDir::open(const std::string& dir, uint64_t ns,
-                                                   int64_t max_bytes,
-                                                   const SnapshotHeader& mine) {
+                                                   int64_t max_bytes, const SnapshotHeader& mine) {
   if (max_bytes <= 0)
     return invalid_argument("[prompt-cache] the size limit must be positive, got {}", max_bytes);
   for (const SnapshotStore& s : mine.stores)
@@ -176,9 +175,10 @@ Result<std::unique_ptr<PromptDir>> PromptDir::open(const std::string& dir, uint6
     }
     if (ok) {
       const BlockHeader bh = parse_header(head);
-      ok = header_fits(bh, p->mine_, ns, key) &&
-           static_cast<int64_t>(de.file_size(ec)) ==
-               static_cast<int64_t>(kHeaderBytes + 4 * bh.page_size + bh.layers * bh.page_bytes + 8);
+      ok =
+          header_fits(bh, p->mine_, ns, key) &&
+          static_cast<int64_t>(de.file_size(ec)) ==
+              static_cast<int64_t>(kHeaderBytes + 4 * bh.page_size + bh.layers * bh.page_bytes + 8);
     }
     if (!ok) {
       TKV_LOG_WARN("[prompt-cache] {}: not a block of this model and scheme; removed",
@@ -226,8 +226,7 @@ Result<std::vector<uint8_t>> PromptDir::read_block(uint64_t key, uint64_t parent
     return invalid_argument("[prompt-cache] {}: bad magic or checksum", path);
   const BlockHeader bh = parse_header(f.data());
   if (!header_fits(bh, mine_, ns_, key) || bh.block != b || bh.parent != parent)
-    return invalid_argument("[prompt-cache] {}: its header is not block {} of this chain", path,
-                            b);
+    return invalid_argument("[prompt-cache] {}: its header is not block {} of this chain", path, b);
   if (std::memcmp(f.data() + kHeaderBytes, tokens, 4 * ps) != 0 ||
       prefix_block_key(ns_, parent, tokens, mine_.page_size) != key)
     return invalid_argument("[prompt-cache] {}: its tokens are not the prompt's", path);

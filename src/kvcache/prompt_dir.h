@@ -29,10 +29,10 @@
 namespace tkv::kv {
 
 struct PromptDirStats {
-  int64_t entries = 0;        // this namespace's block files found at open
-  int64_t bytes = 0;          // all block files in DIR after the last scan
-  int64_t hits = 0;           // lookups served from disk
-  int64_t tokens_loaded = 0;  // tokens of those lookups
+  int64_t entries = 0;                   // this namespace's block files found at open
+  int64_t bytes = 0;                     // all block files in DIR after the last scan
+  int64_t hits = 0;                      // lookups served from disk
+  int64_t tokens_loaded = 0;             // tokens of those lookups
   int64_t writes = 0, write_errors = 0;  // block files
   int64_t writes_dropped = 0;            // sequences not written: the queue was full
   int64_t evictions = 0;
@@ -59,8 +59,8 @@ class PromptDir {
   // The blocks 0..b-1 found in order, as one snapshot of b * page_size tokens,
   // when b >= min_blocks; else nullptr. A block that fails a check is removed
   // and counted, and ends the run.
-  std::shared_ptr<const Snapshot> lookup(const uint64_t* keys, int64_t n_blocks,
-                                         int64_t min_blocks, const int32_t* tokens);
+  std::shared_ptr<const Snapshot> lookup(const uint64_t* keys, int64_t n_blocks, int64_t min_blocks,
+                                         const int32_t* tokens);
   // Blocks at the start of keys[0, n_blocks) that have a file (no reads).
   int64_t count_present(const uint64_t* keys, int64_t n_blocks) const;
   // Queues blocks [first, n_blocks) of a sequence for the writer thread.

@@ -22,8 +22,8 @@ Status EngineLoop::open_prompt_cache() {
   TKV_LOG_INFO("[prompt-cache] {}: {} entries of this model and scheme, {} MiB in the directory",
                opts_.prompt_cache_dir, st.entries, st.bytes >> 20);
   if (st.skipped > 0)
-    TKV_LOG_WARN("[prompt-cache] {}: {} corrupt or foreign entries removed",
-                 opts_.prompt_cache_dir, st.skipped);
+    TKV_LOG_WARN("[prompt-cache] {}: {} corrupt or foreign entries removed", opts_.prompt_cache_dir,
+                 st.skipped);
   return Status();
 }
 
@@ -31,8 +31,7 @@ int64_t EngineLoop::load_prompt_cache(Sequence& s) {
   const int ps = opts_.cache.page_size;
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   const int64_t max_blocks = (n - 1) / ps;  // leave the last token to compute
-  const int64_t in_memory =
-      opts_.prefix_cache ? cache_->cached_prefix(s.tokens.data(), n) / ps : 0;
+  const int64_t in_memory = opts_.prefix_cache ? cache_->cached_prefix(s.tokens.data(), n) / ps : 0;
   if (max_blocks <= in_memory) return 0;
   std::vector<uint64_t> keys(static_cast<size_t>(max_blocks));
   kv::prefix_block_keys(kv_namespace_, s.tokens.data(), max_blocks, ps, keys.data());

@@ -160,7 +160,7 @@ TEST(PromptDir, ReopenCountsSweepsAndRemovesAnotherLayout) {
   EXPECT_EQ(st.entries, 3);
   EXPECT_EQ(st.swept_tmp, 1);
   EXPECT_EQ(st.skipped, 1);
-  EXPECT_EQ(dir.files(), 3 + 1 + 1);  // ours, the other namespace's, the live temp file
+  EXPECT_EQ(dir.files(), 3 + 1 + 1);           // ours, the other namespace's, the live temp file
   EXPECT_EQ(served_blocks(*d.value(), t), 2);  // (48 - 1) / 16: the last token is computed
   d.value().reset();
 
