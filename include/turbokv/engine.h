@@ -40,6 +40,9 @@ struct EngineConfig {
   // (or a restarted engine) whose prompt starts with them. Empty = off.
   std::string prompt_cache_dir;
   int64_t prompt_cache_bytes = int64_t{4} << 30;  // the directory's size limit (LRU)
+  // A smaller model with this model's tokenizer for speculative decoding
+  // (requests with SpecKind::kDraft); its KV cache uses `kv`. Empty = none.
+  std::string draft_model_path;
 };
 
 struct ModelInfo {

@@ -36,6 +36,7 @@ struct SamplingParams {
 enum class SpecKind {
   kNone,
   kNgram,  // prompt lookup: continue an earlier occurrence of the last tokens
+  kDraft,  // the engine's draft model (EngineConfig::draft_model_path) guesses greedily
 };
 struct SpecParams {
   SpecKind kind = SpecKind::kNone;

@@ -47,6 +47,7 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
   o.key_center = c.key_center;
   o.prompt_cache_dir = c.prompt_cache_dir;
   o.prompt_cache_bytes = c.prompt_cache_bytes;
+  o.draft_model_path = c.draft_model_path;
   return o;
 }
 
@@ -62,7 +63,9 @@ rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
   q.sampling.frequency_penalty = r.sampling.frequency_penalty;
   q.sampling.presence_penalty = r.sampling.presence_penalty;
   q.sampling.seed = r.sampling.seed;
-  q.spec.kind = r.spec.kind == SpecKind::kNgram ? rt::spec::Kind::kNgram : rt::spec::Kind::kNone;
+  q.spec.kind = r.spec.kind == SpecKind::kNgram   ? rt::spec::Kind::kNgram
+                : r.spec.kind == SpecKind::kDraft ? rt::spec::Kind::kDraft
+                                                  : rt::spec::Kind::kNone;
   q.spec.max_draft = r.spec.max_draft;
   q.spec.ngram_max = r.spec.ngram_max;
   q.spec.ngram_min = r.spec.ngram_min;

@@ -72,6 +72,11 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   e->publish_stats();
   BlockSignals block;
   e->pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : std::max(hw, 1));
+  if (!o.draft_model_path.empty()) {
+    TKV_ASSIGN_OR_RETURN(
+        e->draft_, spec::DraftModel::load(o.draft_model_path, *e->tok_, o.cache.scheme, o.context,
+                                          o.max_seqs, e->pool_.get()));
+  }
   e->thread_ = std::thread([p = e.get()] { p->run(); });
   return e;
 }
@@ -100,6 +105,10 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
                               nv - 1);
   TKV_RETURN_IF_ERROR(sampling::validate(r.sampling));
   TKV_RETURN_IF_ERROR(spec::validate(r.spec));
+  if (r.spec.kind == spec::Kind::kDraft && !draft_)
+    return invalid_argument(
+        "[spec] a draft-model request needs an engine started with a draft model "
+        "(--draft-model)");
   if (r.logprobs > kMaxLogprobs)
     return invalid_argument("[engine] logprobs {} out of range (valid: < 0 off, 0 to {})",
                             r.logprobs, kMaxLogprobs);
@@ -125,7 +134,10 @@ Result<std::shared_ptr<RequestState>> EngineLoop::submit(SeqRequest r) {
   {
     std::lock_guard<std::mutex> lk(mb_->mu);
     if (stopping_) return make_error(StatusCode::kInternal, "[engine] shutting down");
-    inbox_.push_back(std::make_unique<Sequence>(next_id_++, std::move(r), state, now_ms()));
+    auto seq = std::make_unique<Sequence>(next_id_++, std::move(r), state, now_ms());
+    if (seq->req.spec.kind == spec::Kind::kDraft)
+      seq->drafter = std::make_unique<spec::DraftModelDrafter>(draft_.get());
+    inbox_.push_back(std::move(seq));
     mb_->poked = true;
   }
   mb_->cv.notify_all();

@@ -24,6 +24,7 @@
 #include "runtime/request_state.h"
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
+#include "runtime/spec/draft_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::runtime {
@@ -42,6 +43,9 @@ struct LoopOptions {
   // Disk prompt cache (engine_prompt_cache.cc): off when the directory is empty.
   std::string prompt_cache_dir;
   int64_t prompt_cache_bytes = int64_t{4} << 30;
+  // Speculative decoding with a draft model (requests with spec::Kind::kDraft):
+  // a GGUF with the target's tokenizer; its cache uses cache.scheme. Empty = none.
+  std::string draft_model_path;
 };
 
 struct LoopStats {
@@ -117,8 +121,10 @@ class EngineLoop {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<kv::KvCache> cache_;
-  uint64_t kv_namespace_ = 0;                  // prefix keys: of the cache, and of prompt_dir_
-  std::unique_ptr<kv::PromptDir> prompt_dir_;  // --prompt-cache; written by its own thread
+  uint64_t kv_namespace_ = 0;  // prefix keys: of the cache, and of prompt_dir_
+  std::unique_ptr<kv::PromptDir> prompt_dir_;
+  std::unique_ptr<spec::DraftModel> draft_;  // --draft-model; engine thread only after create  //
+                                             // --prompt-cache; written by its own thread
   std::unique_ptr<Scheduler> sched_;
   int64_t pool_tokens_ = 0;
   kv::KvMemoryModel kv_mem_;

@@ -103,6 +103,21 @@ std::string Metrics::render(const turbokv::Engine& eng) const {
          "Draft tokens verified by speculative decoding (--spec).", st.spec_drafted_tokens);
   scalar(o, "turbokv:spec_decode_num_accepted_tokens_total", "counter",
          "Draft tokens speculative decoding kept.", st.spec_accepted_tokens);
+  scalar(o, "turbokv:prompt_cache_disk_hits_total", "counter",
+         "Prompts whose first KV pages were loaded from --prompt-cache.", st.prompt_cache_hits);
+  scalar(o, "turbokv:prompt_cache_disk_tokens_total", "counter",
+         "Prompt tokens loaded from --prompt-cache instead of prefilled.", st.prompt_cache_tokens);
+  scalar(o, "turbokv:prompt_cache_disk_writes_total", "counter",
+         "KV page blocks written to --prompt-cache.", st.prompt_cache_writes);
+  scalar(o, "turbokv:prompt_cache_disk_errors_total", "counter",
+         "Block writes to --prompt-cache that failed (disk full, ...).",
+         st.prompt_cache_write_errors);
+  scalar(o, "turbokv:prompt_cache_disk_skipped_total", "counter",
+         "Corrupt or foreign --prompt-cache blocks refused and removed.", st.prompt_cache_skipped);
+  scalar(o, "turbokv:prompt_cache_disk_evictions_total", "counter",
+         "--prompt-cache blocks evicted (LRU).", st.prompt_cache_evictions);
+  scalar(o, "turbokv:prompt_cache_disk_bytes", "gauge",
+         "Bytes of the --prompt-cache directory's blocks.", st.prompt_cache_bytes);
   std::lock_guard<std::mutex> lk(mu_);
   scalar(o, "turbokv:prompt_tokens_total", "counter", "Prompt tokens submitted.", prompt_tokens_);
   scalar(o, "turbokv:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);

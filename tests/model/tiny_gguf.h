@@ -21,6 +21,7 @@ struct TinySpec {
   int64_t rope_dims = -1;       // -1 = absent (head_dim)
   uint64_t sliding_window = 0;  // gemma3 only; 0 = absent
   uint32_t norm_type = 0;       // ggml type id of blk.0.attn_norm.weight (0 = f32, 9 = q8_1)
+  bool tokenizer = false;       // a byte-level BPE vocabulary of n_vocab single-letter tokens
 };
 
 inline std::vector<uint8_t> f32_bytes(size_t n, float v = 0.01f) {
@@ -42,6 +43,17 @@ inline std::vector<uint8_t> tiny_model(const TinySpec& s) {
   b.kv(a + "vocab_size", 4, s.n_vocab);
   if (s.rope_dims >= 0) b.kv(a + "rope.dimension_count", 4, static_cast<uint32_t>(s.rope_dims));
   if (s.sliding_window) b.kv(a + "attention.sliding_window", 10, s.sliding_window);
+  if (s.tokenizer) {
+    std::vector<std::string> toks;
+    for (uint32_t i = 0; i < s.n_vocab; ++i) {
+      std::string t = "t";
+      t += std::to_string(i);
+      toks.push_back(t);
+    }
+    b.kv_string("tokenizer.ggml.model", "gpt2");
+    b.kv_string_array("tokenizer.ggml.tokens", toks);
+    b.kv_string_array("tokenizer.ggml.merges", {"t0 t1"});
+  }
   const int64_t d = s.d_model, q = int64_t{s.n_heads} * s.head_dim,
                 kv = int64_t{s.n_kv_heads} * s.head_dim;
   auto mat = [&](const std::string& name, int64_t n_in, int64_t n_out) {

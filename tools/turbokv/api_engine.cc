@@ -34,6 +34,7 @@ turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
   c.attn = parse_attn_path(o.kv_attn).value();
   c.key_center = o.kv_key_center == "on";
   c.prompt_cache_dir = o.prompt_cache;
+  c.draft_model_path = o.draft_model;
   if (!o.prompt_cache_size.empty())
     c.prompt_cache_bytes = static_cast<int64_t>(parse_byte_size(o.prompt_cache_size).value());
   return c;

@@ -265,7 +265,7 @@ Status Chat::turn(const std::string& line) {
 
 int run_chat(ChatArgs& a) {
   if (!check_common(a.sub, a.common) || !finish_sampling(a.sub, a.sp) ||
-      !finish_spec(a.sub, a.spec_flags, &a.spec))
+      !finish_spec(a.sub, a.spec_flags, &a.spec, &a.common))
     return 1;
   auto eng = make_api_engine(a.common);
   if (!eng) return 1;

@@ -38,7 +38,7 @@ bool check_flags(GenerateArgs& a) {
   }
   if (!a.chat) warn_no_effect(a.sub, "--system", "without --chat");
   return check_common(a.sub, a.common) && finish_sampling(a.sub, a.sp) &&
-         finish_spec(a.sub, a.spec_flags, &a.spec);
+         finish_spec(a.sub, a.spec_flags, &a.spec, &a.common);
 }
 
 // Prompt text -> token ids, through the chat template with --chat.

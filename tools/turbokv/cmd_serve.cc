@@ -80,7 +80,7 @@ bool prepare_slot_dir(ServeArgs& a) {
 
 int run_serve(ServeArgs& a) {
   if (!check_common(a.sub, a.common) || !read_key_file(a) ||
-      !finish_spec(a.sub, a.spec_flags, &a.srv.spec) || !prepare_slot_dir(a))
+      !finish_spec(a.sub, a.spec_flags, &a.srv.spec, &a.common) || !prepare_slot_dir(a))
     return 1;
   a.srv.max_body_bytes = parse_byte_size(a.max_body).value();  // validated at parse time
   if (a.srv.model_id.empty()) {

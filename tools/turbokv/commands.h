@@ -30,6 +30,7 @@ struct CommonOptions {
   int ubatch = 512;
   std::string prompt_cache;       // --prompt-cache DIR (generate, chat, serve); empty = off
   std::string prompt_cache_size;  // --prompt-cache-size SIZE; empty = the engine's default
+  std::string draft_model;        // --draft-model (set by finish_spec; resolved path)
 };
 void add_common_options(CLI::App* app, CommonOptions& o);
 // --prompt-cache DIR and --prompt-cache-size SIZE (generate, chat, serve).
@@ -60,7 +61,10 @@ struct SpecFlags {
 };
 void add_spec_options(CLI::App* app, SpecFlags& f);
 // After parsing: the request's SpecParams, or false after printing the error.
-bool finish_spec(CLI::App* sub, const SpecFlags& f, turbokv::SpecParams* out);
+// common: where --draft-model goes (the engine loads it); null where no draft
+// model is supported (bench).
+bool finish_spec(CLI::App* sub, const SpecFlags& f, turbokv::SpecParams* out,
+                 CommonOptions* common = nullptr);
 
 // Prints "warning: FLAG has no effect WHY" when FLAG was given on sub.
 void warn_no_effect(CLI::App* sub, const std::string& flag, const std::string& why);

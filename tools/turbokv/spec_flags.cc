@@ -1,6 +1,5 @@
-// --spec, --spec-max and --draft-model (generate, chat): speculative decoding's
-// flags, checked before the model loads. The draft-model drafter is not built
-// yet: the flag is refused with a pointer to --spec ngram.
+// --spec, --spec-max and --draft-model (generate, chat, serve; bench: --spec
+// ngram only): speculative decoding's flags, checked before the model loads.
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
@@ -8,28 +7,46 @@ namespace tkv::cli {
 void add_spec_options(CLI::App* app, SpecFlags& f) {
   app->add_option("--spec", f.kind,
                   "Speculative decoding: none (default) | ngram (prompt lookup: continue an "
-                  "earlier occurrence of the last tokens)")
-      ->check(CLI::IsMember({"none", "ngram"}));
+                  "earlier occurrence of the last tokens) | draft (a draft model guesses; "
+                  "implied by --draft-model)")
+      ->check(CLI::IsMember({"none", "ngram", "draft"}));
   app->add_option("--spec-max", f.max_draft,
                   "Most draft tokens verified per step (adapted to the acceptance rate)")
       ->check(int_range("--spec-max", 1, 32));
   app->add_option("--draft-model", f.draft_model,
-                  "Draft model with the target's tokenizer (not yet: use --spec ngram)");
+                  "Draft model for speculative decoding: a smaller GGUF (or short name) with "
+                  "this model's tokenizer; its KV cache uses --kv-quant");
 }
 
-bool finish_spec(CLI::App* sub, const SpecFlags& f, turbokv::SpecParams* out) {
+bool finish_spec(CLI::App* sub, const SpecFlags& f, turbokv::SpecParams* out,
+                 CommonOptions* common) {
+  *out = turbokv::SpecParams{};
+  std::string kind = f.kind;
   if (!f.draft_model.empty()) {
-    std::fprintf(stderr,
-                 "error: --draft-model is not supported yet (speculative decoding with a draft "
-                 "model is planned); use --spec ngram\n");
+    if (common == nullptr) {
+      std::fprintf(stderr, "error: --draft-model is not supported here (generate, chat, serve)\n");
+      return false;
+    }
+    if (kind == "ngram") {
+      std::fprintf(stderr, "error: --spec ngram and --draft-model: choose one drafter\n");
+      return false;
+    }
+    auto path = resolve_model(f.draft_model);
+    if (!path.ok()) {
+      std::fprintf(stderr, "error: --draft-model: %s\n", path.status().message().c_str());
+      return false;
+    }
+    common->draft_model = path.value();
+    kind = "draft";
+  } else if (kind == "draft") {
+    std::fprintf(stderr, "error: --spec draft needs --draft-model PATH\n");
     return false;
   }
-  *out = turbokv::SpecParams{};
-  if (f.kind == "none") {
-    warn_no_effect(sub, "--spec-max", "without --spec ngram");
+  if (kind == "none") {
+    warn_no_effect(sub, "--spec-max", "without --spec");
     return true;
   }
-  out->kind = turbokv::SpecKind::kNgram;
+  out->kind = kind == "ngram" ? turbokv::SpecKind::kNgram : turbokv::SpecKind::kDraft;
   out->max_draft = f.max_draft;
   return true;
 }

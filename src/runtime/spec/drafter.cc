@@ -34,6 +34,7 @@ std::vector<int32_t> NgramDrafter::propose(const std::vector<int32_t>& tokens, i
 }
 
 std::unique_ptr<Drafter> make_drafter(const SpecOptions& o) {
+  // kDraft: the engine attaches a DraftModelDrafter at submit (it owns the model).
   if (o.kind == Kind::kNgram) return std::make_unique<NgramDrafter>(o.ngram_max, o.ngram_min);
   return nullptr;
 }

@@ -11,7 +11,7 @@
 
 namespace tkv::runtime::spec {
 
-enum class Kind { kNone, kNgram };
+enum class Kind { kNone, kNgram, kDraft };  // kDraft: the engine's draft model
 
 struct SpecOptions {
   Kind kind = Kind::kNone;

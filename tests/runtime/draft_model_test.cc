@@ -1,0 +1,49 @@
+// The draft-model drafter's own cache on SmolLM2 drafting for itself: after a
+// rejection (the target kept a token the draft did not propose) the draft KV
+// holds exactly the kept tokens plus the new drafts: its rows for the kept
+// tokens are byte-equal to those of a fresh drafter fed only those tokens (the
+// K/V rows of a token do not depend on how the prefill was chunked), so no
+// rejected draft stays behind; and the proposal then equals the fresh one's.
+#include <gtest/gtest.h>
+
+#include "runtime/spec/draft_model.h"
+#include "tests/model/test_models.h"
+
+namespace tkv::runtime::spec {
+namespace {
+
+TEST(DraftModelDrafter, RejectedDraftsLeaveTheDraftCache) {
+  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "SmolLM2 not fetched";
+  auto target = model::Model::load(testing::smollm2_path());
+  ASSERT_TRUE(target.ok());
+  auto tok = tok::Tokenizer::from_gguf(target.value()->gguf());
+  ASSERT_TRUE(tok.ok());
+  ThreadPool pool(2);
+  for (const char* scheme : {"turbo", "bf16"}) {
+    auto dm = DraftModel::load(testing::smollm2_path(), *tok.value(), scheme, 256, 2, &pool);
+    ASSERT_TRUE(dm.ok()) << dm.status().message();
+    const std::vector<int32_t> a = tok.value()->encode("The river ran past the old mill", true, false);
+    DraftModelDrafter d1(dm.value().get());
+    const auto p1 = d1.propose(a, 4);
+    ASSERT_EQ(p1.size(), 4u);
+    kv::KvCache& cache = dm.value()->cache();
+    EXPECT_EQ(cache.seq_len(d1.kv_seq()), static_cast<int64_t>(a.size()) + 3);
+
+    // The target rejected p1[0] and kept another token x instead.
+    std::vector<int32_t> b = a;
+    b.push_back((p1[0] + 1) % tok.value()->n_vocab());
+    const auto p2 = d1.propose(b, 4);
+    DraftModelDrafter d2(dm.value().get());
+    const auto q2 = d2.propose(b, 4);
+    EXPECT_EQ(p2, q2) << scheme;
+    EXPECT_EQ(cache.seq_len(d1.kv_seq()), static_cast<int64_t>(b.size()) + 3);
+    std::vector<std::vector<uint8_t>> got, want;
+    const auto n = static_cast<int64_t>(b.size());
+    ASSERT_TRUE(cache.export_seq(d1.kv_seq(), n, &got).ok());
+    ASSERT_TRUE(cache.export_seq(d2.kv_seq(), n, &want).ok());
+    EXPECT_TRUE(got == want) << scheme << ": the draft KV of the kept tokens differs";
+  }
+}
+
+}  // namespace
+}  // namespace tkv::runtime::spec
