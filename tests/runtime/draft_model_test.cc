@@ -22,7 +22,8 @@ TEST(DraftModelDrafter, RejectedDraftsLeaveTheDraftCache) {
   for (const char* scheme : {"turbo", "bf16"}) {
     auto dm = DraftModel::load(testing::smollm2_path(), *tok.value(), scheme, 256, 2, &pool);
     ASSERT_TRUE(dm.ok()) << dm.status().message();
-    const std::vector<int32_t> a = tok.value()->encode("The river ran past the old mill", true, false);
+    const std::vector<int32_t> a =
+        tok.value()->encode("The river ran past the old mill", true, false);
     DraftModelDrafter d1(dm.value().get());
     const auto p1 = d1.propose(a, 4);
     ASSERT_EQ(p1.size(), 4u);
