@@ -112,8 +112,7 @@ bool start_kv_events(ServeArgs& a, std::shared_ptr<server::KvEventPublisher>* ou
 int run_serve(ServeArgs& a) {
   std::shared_ptr<server::KvEventPublisher> kv_events;  // outlives the engine that feeds it
   if (!check_common(a.sub, a.common) || !read_key_file(a) ||
-      !finish_spec(a.sub, a.spec_flags, &a.srv.spec) || !prepare_slot_dir(a) ||
-      !start_kv_events(a, &kv_events))
+      !finish_spec(a.sub, a.spec_flags, &a.srv.spec) || !prepare_slot_dir(a))
     return 1;
   a.srv.max_body_bytes = parse_byte_size(a.max_body).value();  // validated at parse time
   if (a.srv.model_id.empty()) {
@@ -131,6 +130,8 @@ int run_serve(ServeArgs& a) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is a failed write, not a death
+  // After the mask: the publisher's threads (and ZMQ's) must not take SIGTERM.
+  if (!start_kv_events(a, &kv_events)) return 1;
   // Declared first, destroyed last: the server (and its requests) end before the engine.
   std::unique_ptr<turbokv::Engine> eng;
   server::Server srv(a.srv);
