@@ -48,8 +48,8 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
   o.prompt_cache_dir = c.prompt_cache_dir;
   o.prompt_cache_bytes = c.prompt_cache_bytes;
   if (c.on_kv_events)
-    o.on_prefix_events = [cb = c.on_kv_events, bs = c.page_size](
-                             std::vector<tkv::kv::PrefixEvent>&& in) {
+    o.on_prefix_events = [cb = c.on_kv_events,
+                          bs = c.page_size](std::vector<tkv::kv::PrefixEvent>&& in) {
       cb(to_public(std::move(in), bs));
     };
   return o;

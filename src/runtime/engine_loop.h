@@ -111,7 +111,7 @@ class EngineLoop {
   int64_t admit(SeqId id);
   void publish(const Sequence& s);
   void publish_stats();
-  void flush_prefix_events();  // to opts_.on_prefix_events
+  void flush_prefix_events();                            // to opts_.on_prefix_events
   Status check_session(SeqRequest& r) const;             // engine_session.cc
   int64_t load_session(Sequence& s);                     // at admission: tokens loaded
   void save_session(const Sequence& s, Event* e) const;  // at finish, before free_seq

@@ -49,8 +49,7 @@ void send_frames(void* sock, std::initializer_list<const std::string*> frames) {
 Status check_kv_events_endpoint(const std::string& ep, const std::string& flag) {
   const std::string forms = "use tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557) or ipc://PATH";
   const size_t sep = ep.find("://");
-  if (sep == std::string::npos)
-    return kv_error(flag + " '" + ep + "': no scheme; " + forms);
+  if (sep == std::string::npos) return kv_error(flag + " '" + ep + "': no scheme; " + forms);
   const std::string scheme = ep.substr(0, sep), rest = ep.substr(sep + 3);
   if (scheme == "ipc") {
     if (rest.empty()) return kv_error(flag + " '" + ep + "': empty ipc path; " + forms);
@@ -236,7 +235,8 @@ void KvEventPublisher::Impl::serve_replay() {
     }
     if (frames.size() != 3 || frames[2].size() != 8) continue;  // not [id, "", seq]: ignored
     int64_t start = 0;
-    for (unsigned char c : frames[2]) start = static_cast<int64_t>((static_cast<uint64_t>(start) << 8) | c);
+    for (unsigned char c : frames[2])
+      start = static_cast<int64_t>((static_cast<uint64_t>(start) << 8) | c);
     const std::string empty;
     for (const auto& [seq, payload] : sent) {
       if (seq < start) continue;

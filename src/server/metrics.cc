@@ -89,8 +89,7 @@ std::string Metrics::render(const turbokv::Engine& eng, const KvEventsStats* kv_
   scalar(o, "turbokv:num_requests_running", "gauge", "Sequences in the engine's batch.",
          st.running);
   scalar(o, "turbokv:num_requests_waiting", "gauge", "Sequences queued for the batch.", st.waiting);
-  scalar(o, "turbokv:kv_cache_usage_perc", "gauge", "Fraction of KV pages in use (0 to 1).",
-         usage);
+  scalar(o, "turbokv:kv_cache_usage_perc", "gauge", "Fraction of KV pages in use (0 to 1).", usage);
   // The same three under the names the Gateway API inference extension and
   // vLLM-aware routers scrape (vllm:gpu_cache_usage_perc: vLLM before 0.10).
   scalar(o, "vllm:num_requests_running", "gauge", "= turbokv:num_requests_running.", st.running);

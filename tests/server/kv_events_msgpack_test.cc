@@ -71,15 +71,15 @@ TEST(KvEventsMsgpack, TaggedMapEventsAfterVllmPr42892) {
       str("block_hashes") + bytes({0x91, 0x07}) + str("parent_block_hash") + bytes({0x05}) +
       str("token_ids") + bytes({0x92, 0x03, 0x04}) + str("block_size") + bytes({0x02}) +
       str("lora_id") + bytes({0xc0}) + str("medium") + str("GPU") + str("lora_name") +
-      bytes({0xc0}) +
-      bytes({0x83}) + str("type") + str("BlockRemoved") + str("block_hashes") +
-      bytes({0x91, 0x01}) + str("medium") + str("GPU") +
-      bytes({0x81}) + str("type") + str("AllBlocksCleared") + bytes({0x03});
+      bytes({0xc0}) + bytes({0x83}) + str("type") + str("BlockRemoved") + str("block_hashes") +
+      bytes({0x91, 0x01}) + str("medium") + str("GPU") + bytes({0x81}) + str("type") +
+      str("AllBlocksCleared") + bytes({0x03});
   EXPECT_EQ(encode_kv_event_batch(1.5, ev, "GPU", true, 3), want);
 }
 
 TEST(KvEventsMsgpack, EmptyBatch) {
-  EXPECT_EQ(encode_kv_event_batch(1.5, {}, "CPU", false), bytes({0x93}) + kTs + bytes({0x90, 0x00}));
+  EXPECT_EQ(encode_kv_event_batch(1.5, {}, "CPU", false),
+            bytes({0x93}) + kTs + bytes({0x90, 0x00}));
 }
 
 TEST(KvEventsEndpoint, AcceptsTcpAndIpc) {

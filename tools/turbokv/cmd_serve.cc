@@ -104,8 +104,8 @@ bool start_kv_events(ServeArgs& a, std::shared_ptr<server::KvEventPublisher>* ou
   }
   *out = std::move(pub).value();
   std::printf("kv events on %s%s%s (%s events)\n", (*out)->endpoint().c_str(),
-              o.replay_endpoint.empty() ? "" : ", replay on ",
-              (*out)->replay_endpoint().c_str(), a.kv_events_format.c_str());
+              o.replay_endpoint.empty() ? "" : ", replay on ", (*out)->replay_endpoint().c_str(),
+              a.kv_events_format.c_str());
   return true;
 }
 
