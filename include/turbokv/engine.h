@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "turbokv/kv_config.h"
+#include "turbokv/kv_events.h"
 #include "turbokv/request.h"
 #include "turbokv/status.h"
 
@@ -43,6 +44,8 @@ struct EngineConfig {
   // A smaller model with this model's tokenizer for speculative decoding
   // (requests with SpecKind::kDraft); its KV cache uses `kv`. Empty = none.
   std::string draft_model_path;
+  // Prefix-cache events (kv_events.h); empty = not recorded. Needs prefix_cache.
+  KvEventsCallback on_kv_events;
 };
 
 struct ModelInfo {
@@ -78,6 +81,8 @@ struct EngineStats {
   int64_t kv_pages_total = 0, kv_pages_used = 0, kv_pages_free = 0;  // full-attention pool
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
+  // Full blocks in the prefix cache now, and cached blocks evicted so far.
+  int64_t prefix_cache_blocks = 0, prefix_cache_evictions = 0;
   double attention_ms = 0;  // wall time spent in KV attention since the engine started
   // Speculative decoding since the engine started: draft tokens verified, kept.
   int64_t spec_drafted_tokens = 0, spec_accepted_tokens = 0;

@@ -48,7 +48,29 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
   o.prompt_cache_dir = c.prompt_cache_dir;
   o.prompt_cache_bytes = c.prompt_cache_bytes;
   o.draft_model_path = c.draft_model_path;
+  if (c.on_kv_events)
+    o.on_prefix_events = [cb = c.on_kv_events,
+                          bs = c.page_size](std::vector<tkv::kv::PrefixEvent>&& in) {
+      cb(to_public(std::move(in), bs));
+    };
   return o;
+}
+
+std::vector<KvEvent> to_public(std::vector<tkv::kv::PrefixEvent>&& in, int block_size) {
+  using K = tkv::kv::PrefixEvent::Kind;
+  std::vector<KvEvent> out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    tkv::kv::PrefixEvent& e = in[i];
+    KvEvent& o = out[i];
+    o.kind = e.kind == K::kStored    ? KvEvent::Kind::kBlockStored
+             : e.kind == K::kRemoved ? KvEvent::Kind::kBlockRemoved
+                                     : KvEvent::Kind::kAllBlocksCleared;
+    o.block_hashes = std::move(e.keys);
+    if (e.kind == K::kStored && e.parent != 0) o.parent_block_hash = e.parent;
+    o.token_ids = std::move(e.tokens);
+    o.block_size = block_size;
+  }
+  return out;
 }
 
 rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {

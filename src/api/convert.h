@@ -13,5 +13,6 @@ tkv::runtime::SeqRequest to_runtime(const Request& r, std::vector<int32_t> promp
 FinishReason to_public(tkv::runtime::Finish f);
 Timings to_public(const tkv::runtime::Timings& t);
 Event to_public(const tkv::runtime::Event& e);
+std::vector<KvEvent> to_public(std::vector<tkv::kv::PrefixEvent>&& in, int block_size);
 
 }  // namespace turbokv::detail

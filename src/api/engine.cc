@@ -138,6 +138,8 @@ EngineStats Engine::stats() const {
   e.preemptions = s.preemptions;
   e.prefix_hits = s.prefix_hits;
   e.prefix_tokens_reused = s.prefix_tokens_reused;
+  e.prefix_cache_blocks = s.prefix_cached_pages;
+  e.prefix_cache_evictions = s.prefix_evictions;
   e.spec_drafted_tokens = s.spec_drafted;
   e.spec_accepted_tokens = s.spec_accepted;
   e.attention_ms = s.attention_ms;

@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "kernels/attention/kv_page.h"
 #include "kvcache/kv_store.h"
+#include "kvcache/prefix_event.h"
 
 namespace tkv::kv {
 
@@ -104,6 +105,11 @@ class KvCache {
   // Drops every unreferenced cached page back to the free list and empties the index.
   virtual void clear_prefix_cache() = 0;
   virtual PrefixStats prefix_stats() const = 0;
+  // From now on (on) or no longer, index changes are recorded as PrefixEvents
+  // (prefix_event.h); take_prefix_events appends what was recorded since the
+  // last call to out and forgets it. Nothing is recorded while prefix sharing is off.
+  virtual void record_prefix_events(bool on) = 0;
+  virtual void take_prefix_events(std::vector<PrefixEvent>* out) = 0;
   // Pages (of page_size tokens) the full-attention scheme store can still hand
   // out: free pages plus cached pages no sequence references (evicted on demand).
   virtual int64_t available_pages() const = 0;

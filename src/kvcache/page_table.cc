@@ -51,9 +51,15 @@ int32_t PageTable::take_page() {
     return p;
   }
   const int32_t p = lru_.pop_front();
-  index_.erase(key_[static_cast<size_t>(p)]);
+  const uint64_t key = key_[static_cast<size_t>(p)];
+  index_.erase(key);
   indexed_[static_cast<size_t>(p)] = 0;
   ++evictions_;
+  if (log_ != nullptr) {
+    if (log_->empty() || log_->back().kind != PrefixEvent::Kind::kRemoved)
+      log_->push_back(PrefixEvent{PrefixEvent::Kind::kRemoved, {}, 0, {}});
+    log_->back().keys.push_back(key);
+  }
   return p;
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "kvcache/page_lru.h"
+#include "kvcache/prefix_event.h"
 
 namespace tkv::kv {
 
@@ -65,6 +66,9 @@ class PageTable {
   void map_cached(int seq, int32_t page);
   // Empties the index; unreferenced cached pages go back to the free list.
   void clear_index();
+  // When set, each eviction appends its key to log (a kRemoved event, merged
+  // into the last one when that is a kRemoved too). Not owned; null = off.
+  void set_event_log(std::vector<PrefixEvent>* log) { log_ = log; }
 
  private:
   struct Seq {
@@ -83,6 +87,7 @@ class PageTable {
   std::vector<uint8_t> indexed_;                 // [n_pages]
   PageLru lru_;
   int64_t evictions_ = 0;
+  std::vector<PrefixEvent>* log_ = nullptr;
 };
 
 }  // namespace tkv::kv

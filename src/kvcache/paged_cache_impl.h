@@ -47,6 +47,8 @@ class PagedCache final : public KvCache {
   void publish_prefix(int seq, const int32_t* tokens, int64_t n) override;
   void clear_prefix_cache() override;
   PrefixStats prefix_stats() const override;
+  void record_prefix_events(bool on) override;
+  void take_prefix_events(std::vector<PrefixEvent>* out) override;
   int64_t available_pages() const override;
 
   const KvShape& shape() const override { return shape_; }
@@ -76,6 +78,8 @@ class PagedCache final : public KvCache {
   size_t allocated_ = 0;
   bool prefix_on_ = false;    // set by allocate(): namespace given and layout supported
   PrefixStats prefix_stats_;  // lookups / tokens; page counts come from the stores
+  bool record_events_ = false;
+  std::vector<PrefixEvent> events_;  // since take_prefix_events; the stores append evictions
 };
 
 }  // namespace tkv::kv::paged

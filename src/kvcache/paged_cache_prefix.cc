@@ -5,6 +5,8 @@
 // sliding-window layers (their pages behind the window are released), and a
 // --kv-quant-start boundary on a page boundary (else a page would straddle two
 // stores). Elsewhere the calls are no-ops.
+#include <cstdint>
+
 #include "base/check.h"
 #include "kvcache/paged_cache_impl.h"
 #include "kvcache/prefix_key.h"
@@ -79,6 +81,7 @@ void PagedCache::publish_prefix(int seq, const int32_t* tokens, int64_t n) {
   const int ps = opts_.page_size;
   const int64_t n_blocks = std::min(n, seq_len(seq)) / ps;
   uint64_t parent = 0;
+  size_t run = SIZE_MAX;  // the kStored event this run of newly indexed blocks extends
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint64_t key = prefix_block_key(opts_.prefix_namespace, parent, tokens + b * ps, ps);
     int64_t local_page = 0;
@@ -87,13 +90,34 @@ void PagedCache::publish_prefix(int seq, const int32_t* tokens, int64_t n) {
     TKV_CHECK(page >= 0);
     // false when already indexed: this page, or another page that holds the same
     // prefix (computed by another sequence), which stays the one found.
-    st.pt->index_page(page, key);
+    const bool fresh = st.pt->index_page(page, key);
+    if (record_events_ && !fresh) run = SIZE_MAX;
+    if (record_events_ && fresh) {
+      if (run == SIZE_MAX) {
+        run = events_.size();
+        events_.push_back(PrefixEvent{PrefixEvent::Kind::kStored, {}, parent, {}});
+      }
+      events_[run].keys.push_back(key);
+      events_[run].tokens.insert(events_[run].tokens.end(), tokens + b * ps, tokens + (b + 1) * ps);
+    }
     parent = key;
   }
 }
 
 void PagedCache::clear_prefix_cache() {
   for (Store& st : stores_) st.pt->clear_index();
+  if (record_events_) events_.push_back(PrefixEvent{PrefixEvent::Kind::kCleared, {}, 0, {}});
+}
+
+void PagedCache::record_prefix_events(bool on) {
+  record_events_ = on && prefix_on_;
+  for (Store& st : stores_) st.pt->set_event_log(record_events_ ? &events_ : nullptr);
+  if (!record_events_) events_.clear();
+}
+
+void PagedCache::take_prefix_events(std::vector<PrefixEvent>* out) {
+  for (PrefixEvent& e : events_) out->push_back(std::move(e));
+  events_.clear();
 }
 
 PrefixStats PagedCache::prefix_stats() const {

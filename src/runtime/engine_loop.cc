@@ -68,6 +68,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   sc.step_tokens = o.step_tokens;
   sc.max_seq_tokens = o.context;
   e->sched_ = std::make_unique<Scheduler>(sc);
+  if (o.on_prefix_events) e->cache_->record_prefix_events(true);
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
   e->publish_stats();
   BlockSignals block;
@@ -173,6 +174,9 @@ void EngineLoop::publish_stats() {
   s.kv_pages_used = sched_->used_pages();
   s.page_size = sched_->config().page_size;
   s.preemptions = sched_->n_preemptions();
+  const kv::PrefixStats ps = cache_->prefix_stats();
+  s.prefix_cached_pages = ps.cached_pages;
+  s.prefix_evictions = ps.evictions;
   if (prompt_dir_) s.prompt_cache = prompt_dir_->stats();
   std::lock_guard<std::mutex> lk(stats_mu_);
   s.steps = stats_.steps;
@@ -211,6 +215,7 @@ void EngineLoop::run() {
     for (auto& [id, s] : seqs_)
       if (s->state->cancelled()) sched_->cancel(id);
     idle = !step();
+    flush_prefix_events();
     publish_stats();
   }
   // Shutting down: everything still open (queued, waiting or running) is cancelled.
@@ -222,6 +227,14 @@ void EngineLoop::run() {
   std::vector<SeqId> open;
   for (auto& [id, s] : seqs_) open.push_back(id);
   for (SeqId id : open) finish(id, Finish::kCancelled);
+  flush_prefix_events();
+}
+
+void EngineLoop::flush_prefix_events() {
+  if (!opts_.on_prefix_events) return;
+  prefix_events_.clear();
+  cache_->take_prefix_events(&prefix_events_);
+  if (!prefix_events_.empty()) opts_.on_prefix_events(std::move(prefix_events_));
 }
 
 }  // namespace tkv::runtime

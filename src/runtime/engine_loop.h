@@ -5,6 +5,7 @@
 // token, stop string, max tokens, context) and streams an event to its handle.
 // submit() and stats() may be called from any thread.
 #pragma once
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,6 +47,10 @@ struct LoopOptions {
   // Speculative decoding with a draft model (requests with spec::Kind::kDraft):
   // a GGUF with the target's tokenizer; its cache uses cache.scheme. Empty = none.
   std::string draft_model_path;
+  // Prefix-index changes (serve --kv-events): called on the engine thread after
+  // each step that changed the index, with that step's events in order. Must
+  // return quickly (queue them, never do I/O). Empty = not recorded.
+  std::function<void(std::vector<kv::PrefixEvent>&&)> on_prefix_events;
 };
 
 struct LoopStats {
@@ -54,6 +59,7 @@ struct LoopStats {
   int page_size = 0;
   int64_t steps = 0, preemptions = 0;
   int64_t prefix_hits = 0, prefix_tokens_reused = 0;
+  int64_t prefix_cached_pages = 0, prefix_evictions = 0;  // the index now / evicted so far
   double attention_ms = 0;  // wall time inside KV attention since the engine started
   int64_t spec_drafted = 0, spec_accepted = 0;  // speculative draft tokens verified / kept
   kv::PromptDirStats prompt_cache;              // zeros without --prompt-cache
@@ -109,6 +115,7 @@ class EngineLoop {
   int64_t admit(SeqId id);
   void publish(const Sequence& s);
   void publish_stats();
+  void flush_prefix_events();                            // to opts_.on_prefix_events
   Status check_session(SeqRequest& r) const;             // engine_session.cc
   int64_t load_session(Sequence& s);                     // at admission: tokens loaded
   void save_session(const Sequence& s, Event* e) const;  // at finish, before free_seq
@@ -130,6 +137,7 @@ class EngineLoop {
   kv::KvMemoryModel kv_mem_;
   model::Batch batch_;
   model::Workspace ws_;
+  std::vector<kv::PrefixEvent> prefix_events_;  // engine thread only
 
   std::shared_ptr<Mailbox> mb_ = std::make_shared<Mailbox>();
   std::vector<std::unique_ptr<Sequence>> inbox_;               // guarded by mb_->mu

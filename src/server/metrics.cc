@@ -1,5 +1,6 @@
 // Prometheus text for GET /metrics (see metrics.h). Counters end in _total;
-// the KV figures are the engine's full-attention pool at scrape time.
+// the KV figures are the engine's full-attention pool at scrape time. The load
+// figures routers read are also given under vLLM's names (docs/scale-out.md).
 #include "server/metrics.h"
 
 #include <cstdio>
@@ -78,16 +79,39 @@ void Metrics::on_http_error(int status) {
   ++http_errors_[status];
 }
 
-std::string Metrics::render(const turbokv::Engine& eng) const {
+std::string Metrics::render(const turbokv::Engine& eng, const KvEventsStats* kv_events) const {
   const turbokv::EngineStats st = eng.stats();
   const turbokv::KvInfo kv = eng.kv_info();
   const double page_bytes = static_cast<double>(kv.page_size) * kv.bytes_per_token;
+  const double usage =
+      st.kv_pages_total > 0 ? static_cast<double>(st.kv_pages_used) / st.kv_pages_total : 0;
   std::string o;
   scalar(o, "turbokv:num_requests_running", "gauge", "Sequences in the engine's batch.",
          st.running);
   scalar(o, "turbokv:num_requests_waiting", "gauge", "Sequences queued for the batch.", st.waiting);
-  scalar(o, "turbokv:kv_cache_usage_perc", "gauge", "Fraction of KV pages in use (0 to 1).",
-         st.kv_pages_total > 0 ? static_cast<double>(st.kv_pages_used) / st.kv_pages_total : 0);
+  scalar(o, "turbokv:kv_cache_usage_perc", "gauge", "Fraction of KV pages in use (0 to 1).", usage);
+  // The same three under the names the Gateway API inference extension and
+  // vLLM-aware routers scrape (vllm:gpu_cache_usage_perc: vLLM before 0.10).
+  scalar(o, "vllm:num_requests_running", "gauge", "= turbokv:num_requests_running.", st.running);
+  scalar(o, "vllm:num_requests_waiting", "gauge", "= turbokv:num_requests_waiting.", st.waiting);
+  scalar(o, "vllm:kv_cache_usage_perc", "gauge", "= turbokv:kv_cache_usage_perc.", usage);
+  scalar(o, "vllm:gpu_cache_usage_perc", "gauge", "= turbokv:kv_cache_usage_perc (old name).",
+         usage);
+  head(o, "vllm:cache_config_info", "gauge", "KV cache configuration (block_size in tokens).");
+  o += "vllm:cache_config_info{block_size=\"" + std::to_string(kv.page_size) + "\"} 1\n";
+  scalar(o, "turbokv:prefix_cache_blocks", "gauge",
+         "Full KV blocks in the prefix cache (what --kv-events reported stored, less removed).",
+         st.prefix_cache_blocks);
+  scalar(o, "turbokv:prefix_cache_evictions_total", "counter",
+         "Cached KV blocks evicted to make room.", st.prefix_cache_evictions);
+  if (kv_events != nullptr) {
+    scalar(o, "turbokv:kv_events_batches_published_total", "counter",
+           "KV event batches sent on --kv-events.", kv_events->batches_published);
+    scalar(o, "turbokv:kv_events_published_total", "counter", "KV events sent on --kv-events.",
+           kv_events->events_published);
+    scalar(o, "turbokv:kv_events_dropped_total", "counter",
+           "KV events dropped because the publisher's queue was full.", kv_events->events_dropped);
+  }
   scalar(o, "turbokv:kv_pages_total", "gauge", "KV pages in the pool.", st.kv_pages_total);
   scalar(o, "turbokv:kv_pages_used", "gauge", "KV pages held by sequences.", st.kv_pages_used);
   scalar(o, "turbokv:kv_pages_free", "gauge", "KV pages not held by a sequence.", st.kv_pages_free);

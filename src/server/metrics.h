@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "server/kv_events.h"
 #include "turbokv/engine.h"
 
 namespace tkv::server {
@@ -34,7 +35,8 @@ class Metrics {
   void on_token(double since_last_token_s);  // since_last < 0: the first token
   void on_finish(const char* reason, const turbokv::Timings& t, int64_t prompt_tokens);
   void on_http_error(int status);
-  std::string render(const turbokv::Engine& eng) const;
+  // kv_events: the --kv-events publisher's counters, or null without it.
+  std::string render(const turbokv::Engine& eng, const KvEventsStats* kv_events = nullptr) const;
 
  private:
   mutable std::mutex mu_;

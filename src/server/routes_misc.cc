@@ -90,7 +90,10 @@ void add_misc_routes(httplib::Server& http, ServerState& s) {
   http.Get("/v1/models",
            [&s](const httplib::Request&, httplib::Response& res) { send_json(res, models(s)); });
   http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(s.metrics->render(s.eng()), "text/plain; version=0.0.4");
+    KvEventsStats kv;
+    if (s.kv_events) kv = s.kv_events->stats();
+    res.set_content(s.metrics->render(s.eng(), s.kv_events ? &kv : nullptr),
+                    "text/plain; version=0.0.4");
   });
   http.Post("/tokenize",
             [&s](const httplib::Request& req, httplib::Response& res) { tokenize(s, req, res); });

@@ -134,6 +134,10 @@ void Server::set_engine(turbokv::Engine& eng) {
   impl_->s.engine = &eng;
 }
 
+void Server::set_kv_events(std::shared_ptr<KvEventPublisher> pub) {
+  impl_->s.kv_events = std::move(pub);
+}
+
 void Server::run() {
   impl_->http.listen_after_bind();
   {

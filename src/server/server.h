@@ -14,6 +14,8 @@
 
 namespace tkv::server {
 
+class KvEventPublisher;  // kv_events.h
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -40,6 +42,8 @@ class Server {
   Result<int> bind();
   // The loaded engine: requests are served from now on.
   void set_engine(turbokv::Engine& eng);
+  // --kv-events: the publisher the engine feeds; /metrics shows its counters.
+  void set_kv_events(std::shared_ptr<KvEventPublisher> pub);
   // Serves until shutdown(); returns once every connection has ended.
   void run();
   // From any thread: stop accepting, drain, then cancel what is left.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "server/kv_events.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/slots.h"
@@ -27,6 +28,8 @@ struct ServerState {
   std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   // --parallel slots (slots.h); shared with the requests' callbacks like metrics.
   std::shared_ptr<SlotTable> slots = std::make_shared<SlotTable>();
+  // --kv-events (kv_events.h): its counters go to /metrics; null without it.
+  std::shared_ptr<KvEventPublisher> kv_events;
   std::time_t started = std::time(nullptr);
   std::atomic<int> in_flight{0};  // choices admitted and not finished
   std::atomic<bool> draining{false};

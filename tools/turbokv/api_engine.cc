@@ -40,7 +40,8 @@ turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
   return c;
 }
 
-std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max_seqs) {
+std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max_seqs,
+                                                 turbokv::KvEventsCallback on_kv_events) {
   auto path = resolve_model(o.model);
   if (!path.ok()) {
     std::fprintf(stderr, "error: %s\n", path.status().message().c_str());
@@ -48,7 +49,9 @@ std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max
   }
   CommonOptions resolved = o;
   resolved.model = path.value();
-  auto r = turbokv::Engine::create(engine_config(resolved, max_seqs));
+  turbokv::EngineConfig cfg = engine_config(resolved, max_seqs);
+  cfg.on_kv_events = std::move(on_kv_events);
+  auto r = turbokv::Engine::create(cfg);
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
     return nullptr;

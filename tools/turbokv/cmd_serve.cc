@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/mem_info.h"
+#include "server/kv_events.h"
 #include "server/server.h"
 #include "tools/turbokv/commands.h"
 
@@ -26,6 +27,8 @@ struct ServeArgs {
   std::string max_body = "8MiB";
   int parallel = 8;
   SpecFlags spec_flags;
+  server::KvEventsOptions kv_events;
+  std::string kv_events_format = "array";
   CLI::App* sub = nullptr;
 };
 
@@ -78,7 +81,36 @@ bool prepare_slot_dir(ServeArgs& a) {
   return true;
 }
 
+// --kv-events: checked and bound before the model loads, so a bad address fails fast.
+bool start_kv_events(ServeArgs& a, std::shared_ptr<server::KvEventPublisher>* out) {
+  server::KvEventsOptions& o = a.kv_events;
+  if (o.endpoint.empty()) {
+    if (!o.replay_endpoint.empty())
+      std::fprintf(stderr, "error: [serve] --kv-events-replay needs --kv-events\n");
+    return o.replay_endpoint.empty();
+  }
+  Status st = server::check_kv_events_endpoint(o.endpoint, "--kv-events");
+  if (st.ok() && !o.replay_endpoint.empty())
+    st = server::check_kv_events_endpoint(o.replay_endpoint, "--kv-events-replay");
+  if (!st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return false;
+  }
+  o.map_events = a.kv_events_format == "map";
+  auto pub = server::KvEventPublisher::start(o);
+  if (!pub.ok()) {
+    std::fprintf(stderr, "error: %s\n", pub.status().message().c_str());
+    return false;
+  }
+  *out = std::move(pub).value();
+  std::printf("kv events on %s%s%s (%s events)\n", (*out)->endpoint().c_str(),
+              o.replay_endpoint.empty() ? "" : ", replay on ", (*out)->replay_endpoint().c_str(),
+              a.kv_events_format.c_str());
+  return true;
+}
+
 int run_serve(ServeArgs& a) {
+  std::shared_ptr<server::KvEventPublisher> kv_events;  // outlives the engine that feeds it
   if (!check_common(a.sub, a.common) || !read_key_file(a) ||
       !finish_spec(a.sub, a.spec_flags, &a.srv.spec, &a.common) || !prepare_slot_dir(a))
     return 1;
@@ -98,6 +130,8 @@ int run_serve(ServeArgs& a) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is a failed write, not a death
+  // After the mask: the publisher's threads (and ZMQ's) must not take SIGTERM.
+  if (!start_kv_events(a, &kv_events)) return 1;
   // Declared first, destroyed last: the server (and its requests) end before the engine.
   std::unique_ptr<turbokv::Engine> eng;
   server::Server srv(a.srv);
@@ -125,7 +159,14 @@ int run_serve(ServeArgs& a) {
     pthread_kill(signals.native_handle(), SIGTERM);
     signals.join();
   };
-  eng = make_api_engine(a.common, a.parallel);
+  turbokv::KvEventsCallback on_kv_events;
+  if (kv_events) {
+    on_kv_events = [kv_events](std::vector<turbokv::KvEvent>&& ev) {
+      kv_events->submit(std::move(ev));
+    };
+    srv.set_kv_events(kv_events);
+  }
+  eng = make_api_engine(a.common, a.parallel, std::move(on_kv_events));
   if (!eng) {  // Engine::create's refusal was printed
     srv.shutdown();
     runner.join();
@@ -181,6 +222,15 @@ RunFn add_serve(CLI::App& app) {
                   "Seconds in-flight requests get after SIGTERM before they are cancelled")
       ->check(CLI::Range(0.0, 3600.0));
   sub->add_option("--alias", s.model_id, "Model id in /v1/models (default: the file name)");
+  sub->add_option("--kv-events", a->kv_events.endpoint,
+                  "Publish KV block events (vLLM's ZMQ format) on tcp://HOST:PORT or ipc://PATH");
+  sub->add_option("--kv-events-replay", a->kv_events.replay_endpoint,
+                  "ROUTER endpoint that replays buffered event batches to late subscribers");
+  sub->add_option("--kv-events-format", a->kv_events_format,
+                  "Events as tagged arrays (vLLM up to PR #42892) or maps (after it)")
+      ->check(CLI::IsMember({"array", "map"}));
+  sub->add_option("--kv-events-topic", a->kv_events.topic,
+                  "First frame of every event message (default: empty, as vLLM)");
   return [a] { return run_serve(*a); };
 }
 

@@ -46,7 +46,9 @@ Result<turbokv::AttnPath> parse_attn_path(const std::string& text);
 // The public-API engine from common options (o.model already resolved by check_common).
 turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs);
 // Resolves -m, builds the engine; prints the error and returns null on failure.
-std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max_seqs = 1);
+// on_kv_events: EngineConfig::on_kv_events (serve --kv-events).
+std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max_seqs = 1,
+                                                 turbokv::KvEventsCallback on_kv_events = {});
 turbokv::SamplingParams to_api(const sampling::SamplerParams& sp);
 void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);
 // After parsing: validates the sampling ranges (printing the error), warns about
