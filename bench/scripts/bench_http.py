@@ -184,6 +184,7 @@ def cmd_aiperf(d):
         "itl_p50_ms": get("inter_token_latency", "p50"), "itl_p99_ms": get("inter_token_latency", "p99"),
         "requests": get("request_count", "avg"), "errors": errors,
         "isl_mean": get("input_sequence_length", "avg"), "osl_mean": get("output_sequence_length", "avg"),
+        "cached_tokens": get("usage_prompt_cache_read_tokens", "sum"),
         "duration_s": get("benchmark_duration", "avg")}))
 
 

@@ -3,6 +3,7 @@
 markdown table.   persistence_rows.py OUT_DIR DST.json THREADS COLD_METHOD"""
 import glob
 import json
+import os
 import re
 import subprocess
 import sys
@@ -64,7 +65,8 @@ for done in sorted(glob.glob(f"{out}/*.jsonl.done")):
 cpu = subprocess.run(["bash", "-c", "lscpu | grep 'Model name' | cut -d: -f2"], capture_output=True,
                      text=True).stdout.strip()
 kvmap = {"bf16": "f16/f16", "turbo": "q8_0/q4_0", "turbo:k8v3": "q8_0/q4_0", "turbo:k4v3": "q4_0/q4_0"}
-json.dump({"cpu": cpu, "threads": threads, "cold_page_cache": cold_method, "kv_map": kvmap,
+json.dump({"cpu": cpu, "threads": threads,
+           "llama_omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "llama.cpp default"), "cold_page_cache": cold_method, "kv_map": kvmap,
            "ttft": "turbokv generate: submit to first token (snapshot read included); servers: "
                    "wall time of a max_tokens 1 request",
            "rows": rows}, open(dst, "w"), indent=1)

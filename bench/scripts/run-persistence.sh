@@ -32,7 +32,7 @@ if [ "$COLD" = auto ]; then
   COLD=fadvise; [ -w /proc/sys/vm/drop_caches ] && COLD=drop
 fi
 OUT="${OUT_DIR:-$(mktemp -d)}"; mkdir -p "$OUT"
-MODELS=("${@:-smollm2 qwen2.5-1.5b}"); MODELS=(${MODELS[*]})
+if [ $# -gt 0 ]; then MODELS=("$@"); else MODELS=(smollm2 qwen2.5-1.5b); fi
 check_bins "$ENGINES"
 echo "raw results in $OUT (cold page cache by: $COLD)" >&2
 

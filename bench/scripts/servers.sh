@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by run-persistence.sh and run-serve.sh: paths, models and the two
 # servers (turbokv serve, llama-server) started on a free port and stopped.
 #   start_server LOG turbokv|llama.cpp ARGS...   sets SPID and URL; waits for /health
