@@ -114,15 +114,16 @@ cp "$src" "$tmp.gguf" && printf 'X' | dd of="$tmp.gguf" bs=1 seek=$((off + 22)) 
 expect no-chat-template-generate "model .*$tmp.gguf.* has no chat template" "${G[@]}" -m "$tmp.gguf" --chat -p hi -n 1
 expect no-chat-template-chat "has no chat template" "$BIN" chat -m "$tmp.gguf"
 expect_ok no-template-plain-generate "finish: length" "${G[@]}" -m "$tmp.gguf" -p hi -n 1
+expect_ok generate-ttft "ttft [0-9]+\.[0-9] ms \(submit to first token\)" "${G[@]}" -p hi -n 1
 rm -f "$tmp.gguf"
 # KV sessions: --save-session writes a snapshot, kv inspect prints its header, a prompt
 # continuing its tokens loads it, anything else is refused with the reason.
 ses="$(mktemp -d)"
-expect_ok session-save "session saved to $ses/a.tkv: 12 tokens" "${G[@]}" -p "The capital of France is" -n 8 --kv-quant turbo --save-session "$ses/a.tkv"
+expect_ok session-save "session saved to $ses/a.tkv: 12 tokens \(written in [0-9]+\.[0-9] ms\)" "${G[@]}" -p "The capital of France is" -n 8 --kv-quant turbo --save-session "$ses/a.tkv"
 expect_ok kv-inspect "scheme: +turbo:k8v3 \(kind turbo, k8 v3 bits\)" "$BIN" kv inspect "$ses/a.tkv"
 expect_ok kv-inspect-tokens "tokens: +12" "$BIN" kv inspect "$ses/a.tkv"
 cont="$("$BIN" kv inspect --tokens "$ses/a.tkv" >/dev/null && "${G[@]}" -p "The capital of France is" -n 8 --kv-quant turbo 2>/dev/null)"
-expect_ok session-load "12 tokens loaded, not prefilled" "${G[@]}" -p "$cont and more" -n 2 --kv-quant turbo --load-session "$ses/a.tkv"
+expect_ok session-load "12 tokens loaded, not prefilled \(read and checked in [0-9]+\.[0-9] ms\)" "${G[@]}" -p "$cont and more" -n 2 --kv-quant turbo --load-session "$ses/a.tkv"
 expect session-other-scheme "snapshot is for scheme turbo:k8v3 \(turbo\), this engine runs bf16" "${G[@]}" -p "$cont" -n 1 --load-session "$ses/a.tkv"
 expect session-not-prefix "tokens are not a prefix of the prompt" "${G[@]}" -p "Something else entirely here" -n 1 --kv-quant turbo --load-session "$ses/a.tkv"
 expect session-missing "cannot open $ses/none.tkv" "${G[@]}" -p hi -n 1 --load-session "$ses/none.tkv"

@@ -1,5 +1,6 @@
 // turbokv generate: a prompt in, tokens streamed to stdout, speed and KV bytes at the
 // end; through the public API (include/turbokv/), which also applies --stop.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -101,17 +102,33 @@ static int run_generate(GenerateArgs& a) {
   r.on_prefill_progress = progress_bar;
   r.save_session = a.save_session;
   r.load_session = a.load_session;
+  // Wall times seen from here (bench/scripts/run-persistence.sh reads them): submit
+  // reads and checks a --load-session snapshot; the final event comes after the
+  // --save-session write.
+  using Clock = std::chrono::steady_clock;
+  const auto ms = [](Clock::time_point a0, Clock::time_point b0) {
+    return std::chrono::duration<double, std::milli>(b0 - a0).count();
+  };
+  const Clock::time_point t_submit = Clock::now();
   auto h = eng->submit(r);
+  const Clock::time_point t_submitted = Clock::now();
   if (!h.ok()) {
     std::fprintf(stderr, "error: %s\n", h.status().message().c_str());
     return 1;
   }
   if (!a.chat) std::fputs(a.prompt.c_str(), stdout);
   turbokv::Event ev, end;
+  Clock::time_point t_first{}, t_last = t_submitted, t_end = t_submitted;
   while (h.value().next(ev)) {
     std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
     std::fflush(stdout);
-    if (ev.is_final()) end = ev;
+    if (ev.is_final()) {
+      end = ev;
+      t_end = Clock::now();
+    } else {
+      t_last = Clock::now();
+      if (t_first == Clock::time_point{}) t_first = t_last;
+    }
   }
   std::fputs("\n", stdout);
   if (end.finish == turbokv::FinishReason::kError) {
@@ -119,16 +136,25 @@ static int run_generate(GenerateArgs& a) {
     return 1;
   }
   print_timings(*eng, end);
+  if (t_first != Clock::time_point{})
+    std::fprintf(stderr, "[turbokv] ttft %.1f ms (submit to first token)\n", ms(t_submit, t_first));
   if (!a.load_session.empty())
-    std::fprintf(stderr, "[turbokv] session %s: %lld tokens loaded, not prefilled\n",
-                 a.load_session.c_str(), static_cast<long long>(end.timings.cached_tokens));
+    std::fprintf(stderr,
+                 "[turbokv] session %s: %lld tokens loaded, not prefilled (read and checked in "
+                 "%.1f ms)\n",
+                 a.load_session.c_str(), static_cast<long long>(end.timings.cached_tokens),
+                 ms(t_submit, t_submitted));
   if (!a.save_session.empty()) {
     if (!end.session_error.empty()) {
       std::fprintf(stderr, "error: %s\n", end.session_error.c_str());
       return 1;
     }
-    std::fprintf(stderr, "[turbokv] session saved to %s: %lld tokens\n", a.save_session.c_str(),
+    // The write is what happens between the last token and the final event.
+    std::fprintf(stderr, "[turbokv] session saved to %s: %lld tokens", a.save_session.c_str(),
                  static_cast<long long>(end.session_tokens));
+    if (t_first != Clock::time_point{})
+      std::fprintf(stderr, " (written in %.1f ms)", ms(t_last, t_end));
+    std::fputc('\n', stderr);
   }
   // The cache holds the prompt and every sampled token but the last.
   const int64_t gen = end.timings.generated_tokens;
