@@ -44,7 +44,7 @@ expect repeat-last-n "repeat-last-n -5 out of range" "$BIN" generate --repeat-la
 expect prompt-and-file "excludes" "$BIN" generate -p hi -f /etc/hostname -n 1
 expect prompt-file-unreadable "cannot read prompt file '/nonexistent.txt'" "$BIN" generate -f /nonexistent.txt -n 1
 expect bench-nothing "nothing to measure" "$BIN" bench -p 0 -n 0
-expect spec-unknown "--spec: lookahead not in \{none,ngram\}" "$BIN" generate --spec lookahead -n 1
+expect spec-unknown "--spec: lookahead not in \{none,ngram,draft\}" "$BIN" generate --spec lookahead -n 1
 expect spec-max-0 "--spec-max: value 0 out of range \(valid: 1 to 32\)" "$BIN" generate --spec ngram --spec-max 0 -n 1
 expect spec-max-chat "--spec-max: value 99 out of range \(valid: 1 to 32\)" "$BIN" chat --spec ngram --spec-max 99
 # No huge doubles in any range message.
@@ -64,8 +64,10 @@ expect_ok system-without-chat "warning: --system has no effect without --chat" "
 expect_ok greedy-ignores-top-k "warning: --top-k has no effect with --temp 0" "${G[@]}" -p hi -n 1 --top-k 5
 expect_ok float-cache-ignores-quant-start "warning: --kv-quant-start has no effect with a float KV cache" "${G[@]}" -p hi -n 1 --kv-quant-start 4
 expect_ok kv-report-ignores-json "warning: --json has no effect with --kv-report" "$BIN" bench --kv-report --json --schemes bf16 -c 64
-expect draft-model-not-yet "--draft-model is not supported yet.*--spec ngram" "${G[@]}" -p hi -n 1 --draft-model /x.gguf
-expect_ok spec-max-without-spec "warning: --spec-max has no effect without --spec ngram" "${G[@]}" -p hi -n 1 --spec-max 4
+expect draft-model-missing "--draft-model: no such file: /x.gguf" "${G[@]}" -p hi -n 1 --draft-model /x.gguf
+expect draft-without-model "--spec draft needs --draft-model PATH" "${G[@]}" -p hi -n 1 --spec draft
+expect draft-and-ngram "--spec ngram and --draft-model: choose one drafter" "${G[@]}" -p hi -n 1 --spec ngram --draft-model /x.gguf
+expect_ok spec-max-without-spec "warning: --spec-max has no effect without --spec" "${G[@]}" -p hi -n 1 --spec-max 4
 # Prompt lookup: greedy output unchanged, drafts reported.
 rep="a = 1; b = 2; c = 3; a = 1; b = 2; c = 3; a = 1;"
 plain="$("${G[@]}" -p "$rep" -n 24 2>/dev/null)"

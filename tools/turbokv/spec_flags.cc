@@ -1,5 +1,7 @@
 // --spec, --spec-max and --draft-model (generate, chat, serve; bench: --spec
 // ngram only): speculative decoding's flags, checked before the model loads.
+#include <filesystem>
+
 #include "tools/turbokv/commands.h"
 
 namespace tkv::cli {
@@ -34,6 +36,10 @@ bool finish_spec(CLI::App* sub, const SpecFlags& f, turbokv::SpecParams* out,
     auto path = resolve_model(f.draft_model);
     if (!path.ok()) {
       std::fprintf(stderr, "error: --draft-model: %s\n", path.status().message().c_str());
+      return false;
+    }
+    if (!std::filesystem::is_regular_file(path.value())) {
+      std::fprintf(stderr, "error: --draft-model: no such file: %s\n", path.value().c_str());
       return false;
     }
     common->draft_model = path.value();
