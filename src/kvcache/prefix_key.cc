@@ -13,6 +13,9 @@ namespace tkv::kv {
 
 uint64_t prefix_block_key(uint64_t ns, uint64_t parent, const int32_t* tokens, int page_size) {
   XXH3_state_t st;
+  // A stack state must start with seed 0 (xxhash.h): reset_withSeed skips deriving
+  // the secret when leftover bytes already hold this seed.
+  XXH3_INITSTATE(&st);
   XXH3_64bits_reset_withSeed(&st, ns);
   XXH3_64bits_update(&st, &parent, sizeof(parent));
   XXH3_64bits_update(&st, tokens, sizeof(int32_t) * static_cast<size_t>(page_size));
