@@ -5,15 +5,7 @@
 # positive figures, on the SmolLM2 model of the model cache.
 set -u
 BIN="$1"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-expect() {  # expect NAME PATTERN CMD... : non-zero exit and PATTERN in the output
-  local name="$1" pat="$2"; shift 2
-  local out rc
-  out="$("$@" 2>&1 </dev/null)"; rc=$?
-  if [ "$rc" -ne 0 ] && grep -qE -- "$pat" <<<"$out"; then ok "$name"; else bad "$name" "(rc=$rc) $out"; fi
-}
+source "$(dirname "$0")/cli_lib.sh"
 # Refusals: the model path does not exist, so each error must come before it is opened.
 NO=(-m /nonexistent.gguf)
 expect concurrency-zero "--concurrency: value 0 out of range \(valid: 1 to 4096\)" "$BIN" bench "${NO[@]}" --concurrency 0

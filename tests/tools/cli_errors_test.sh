@@ -4,21 +4,7 @@
 # ($TKV_MODEL_DIR or ~/.cache/turbokv/models, as the e2e tests find it).
 set -u
 BIN="$1"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-expect() {  # expect NAME PATTERN CMD... : non-zero exit and PATTERN in the output
-  local name="$1" pat="$2"; shift 2
-  local out rc
-  out="$("$@" 2>&1 </dev/null)"; rc=$?
-  if [ "$rc" -ne 0 ] && grep -qE -- "$pat" <<<"$out"; then ok "$name"; else bad "$name" "(rc=$rc) $out"; fi
-}
-expect_ok() {  # expect_ok NAME PATTERN CMD... : exit 0 and PATTERN in the output
-  local name="$1" pat="$2"; shift 2
-  local out rc
-  out="$("$@" 2>&1 </dev/null)"; rc=$?
-  if [ "$rc" -eq 0 ] && grep -qE -- "$pat" <<<"$out"; then ok "$name"; else bad "$name" "(rc=$rc) $out"; fi
-}
+source "$(dirname "$0")/cli_lib.sh"
 expect unknown-flag "not expected: --bogus" "$BIN" generate --bogus
 expect unknown-subcommand "unknown subcommand 'frobnicate'.*generate" "$BIN" frobnicate
 expect serve-bad-port "--port: value 70000 out of range \(valid: 0 to 65535\)" "$BIN" serve --port 70000

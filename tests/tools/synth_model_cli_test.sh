@@ -7,15 +7,7 @@
 # (finite: a NaN logit shows as nan). The tokenizer comes from SmolLM2 in the model cache.
 set -u
 BIN="$1"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-expect() {  # expect NAME PATTERN CMD... : non-zero exit and PATTERN in the output
-  local name="$1" pat="$2"; shift 2
-  local out rc
-  out="$("$@" 2>&1 </dev/null)"; rc=$?
-  if [ "$rc" -ne 0 ] && grep -qE -- "$pat" <<<"$out"; then ok "$name"; else bad "$name" "(rc=$rc) $out"; fi
-}
+source "$(dirname "$0")/cli_lib.sh"
 MODEL_DIR="${TKV_MODEL_DIR:-${HOME}/.cache/turbokv/models}"
 export TKV_MODEL_DIR="$MODEL_DIR"
 [ -f "$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf" ] || { echo "FAIL SmolLM2 missing in $MODEL_DIR (scripts/fetch-models)"; exit 1; }
