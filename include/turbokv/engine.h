@@ -21,6 +21,13 @@ namespace turbokv {
 // the fused one checked against the reference on every call.
 enum class AttnPath { kFused, kReference, kVerify };
 
+// Where the forward pass runs (--device). kCuda: one CUDA GPU; fails at
+// Engine::create with the reason when this build has no CUDA or no GPU is visible.
+enum class Device { kCpu, kCuda };
+// "cpu" | "cuda"; the error lists the valid values.
+Result<Device> parse_device(std::string_view text);
+const char* device_name(Device d);
+
 struct EngineConfig {
   std::string model_path;      // GGUF file
   KvConfig kv;                 // --kv-quant
@@ -35,6 +42,7 @@ struct EngineConfig {
   AttnPath attn = AttnPath::kFused;
   bool key_center = true;  // store keys minus the K bias (exact for attention)
   int page_size = 64;      // tokens per KV page
+  Device device = Device::kCpu;
 };
 
 struct ModelInfo {

@@ -25,6 +25,17 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
+Result<Device> parse_device(std::string_view text) {
+  if (text == "cpu") return Device::kCpu;
+  if (text == "cuda") return Device::kCuda;
+  return Status(StatusCode::kInvalidArgument,
+                "[api] unknown device '" + std::string(text) + "' (valid: cpu | cuda)");
+}
+
+const char* device_name(Device d) {
+  return d == Device::kCuda ? "cuda" : "cpu";
+}
+
 namespace detail {
 namespace rt = tkv::runtime;
 
@@ -45,6 +56,7 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
   o.step_tokens = c.step_tokens;
   o.prefix_cache = c.prefix_cache;
   o.key_center = c.key_center;
+  o.backend = c.device == Device::kCuda ? tkv::ops::Backend::kCuda : tkv::ops::Backend::kCpu;
   return o;
 }
 

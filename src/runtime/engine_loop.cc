@@ -35,6 +35,14 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
                       "[engine] model file not found: {} (run scripts/fetch-models)", o.model_path);
   std::unique_ptr<EngineLoop> e(new EngineLoop());
   e->opts_ = o;
+  if (o.backend == ops::Backend::kCuda) {
+    if (!ops::backend_available(ops::Backend::kCuda))  // before loading anything
+      return make_error(StatusCode::kUnimplemented, "[engine] --device cuda: {}",
+                        ops::kCudaBuilt ? "no CUDA device is visible"
+                                        : "this turbokv was built without CUDA (configure "
+                                          "with -DTKV_CUDA=ON, e.g. scripts/build cuda-release)");
+    e->opts_.prefix_cache = false;
+  }
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(o.model_path));
   e->model_->set_key_centering(o.key_center);
   e->model_->set_attn_mode(o.attn);
@@ -44,13 +52,14 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   base.budget_bytes = o.kv_budget_bytes;
   // Pages are shared only within this process: the file's path and size name
   // the model well enough (the disk prompt cache will need a content hash).
-  if (o.prefix_cache)
+  if (e->opts_.prefix_cache)
     base.prefix_namespace = kv::make_prefix_namespace(
         o.model_path + "#" + std::to_string(e->model_->gguf().file_size()), base, o.key_center);
   TKV_ASSIGN_OR_RETURN(
       KvSizing sz, size_kv_pool(e->model_->kv_shape(), base, o.context, o.max_seqs, o.step_tokens,
                                 name, e->model_->gguf().file_size()));
   TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), sz.cache));
+  TKV_RETURN_IF_ERROR(e->model_->set_backend(o.backend, *e->cache_));
   e->pool_tokens_ = sz.cache.max_tokens;
   TKV_ASSIGN_OR_RETURN(e->kv_mem_, kv::kv_memory_model(e->model_->kv_shape(), sz.cache));
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));

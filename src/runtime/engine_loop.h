@@ -38,6 +38,9 @@ struct LoopOptions {
   int64_t step_tokens = 512;                   // most tokens per forward step (>= max_seqs)
   bool prefix_cache = true;                    // reuse cached prompt prefixes (EngineLoop::admit)
   bool key_center = true;                      // store k - b_k (model.h)
+  // --device: where the forward runs. kCuda turns prefix sharing off (its
+  // copy-on-write copies host pages) and refuses session files.
+  ops::Backend backend = ops::Backend::kCpu;
 };
 
 struct LoopStats {

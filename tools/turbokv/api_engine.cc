@@ -33,6 +33,7 @@ turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
   c.swa_bf16 = parse_swa_mode(o.kv_quant_swa).value();  // validated at parse time
   c.attn = parse_attn_path(o.kv_attn).value();
   c.key_center = o.kv_key_center == "on";
+  c.device = turbokv::parse_device(o.device).value();  // validated at parse time
   return c;
 }
 

@@ -28,6 +28,7 @@ struct CommonOptions {
   std::string kv_budget;               // --kv-budget SIZE; empty = default (memory-based)
   int64_t ctx = 4096;
   int ubatch = 512;
+  std::string device = "cpu";  // --device cpu | cuda
 };
 void add_common_options(CLI::App* app, CommonOptions& o);
 // Flag checks that need more than one flag, run after parsing and before any model
