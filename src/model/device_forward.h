@@ -29,7 +29,6 @@ class DeviceForward {
 // built, no device is visible, or the model or cache has a feature not on CUDA yet.
 // w must outlive the result (the embedding rows are read from it on the host).
 Result<std::unique_ptr<DeviceForward>> make_cuda_forward(const ModelConfig& c, const Weights& w,
-                                                         const kv::KvCache& cache,
-                                                         bool key_center);
+                                                         const kv::KvCache& cache, bool key_center);
 
 }  // namespace tkv::model

@@ -105,8 +105,8 @@ Status CudaForward::build_tables(const Batch& b, const Workspace& ws, const kv::
   }
   TKV_RETURN_IF_ERROR(ensure(pages_, static_cast<size_t>(n * stride) * 4));
   const size_t nb = static_cast<size_t>(n) * 4;
-  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(slots_), slots, nb, cudaMemcpyHostToDevice, stream_),
-                         "[cuda] slots"));
+  TKV_RETURN_IF_ERROR(
+      ck(cudaMemcpyAsync(I(slots_), slots, nb, cudaMemcpyHostToDevice, stream_), "[cuda] slots"));
   TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(seq_lens_), lens, nb, cudaMemcpyHostToDevice, stream_),
                          "[cuda] seq_lens"));
   return ck(cudaMemcpyAsync(I(pages_), pages, nb * static_cast<size_t>(stride),
@@ -140,9 +140,9 @@ Status CudaForward::attention(int il, int64_t n) {
   ep.v = F(v_);
   ep.slot_mapping = I(slots_);
   TKV_RETURN_IF_ERROR(kernels::kvcodec_encode_cuda(ep, stream_));
-  TKV_RETURN_IF_ERROR(ck(kernels::f32_to_bf16_cuda(F(q_), static_cast<uint16_t*>(q_bf16_.data()),
-                                                   q_elems, stream_),
-                         "[cuda] q to bf16"));
+  TKV_RETURN_IF_ERROR(
+      ck(kernels::f32_to_bf16_cuda(F(q_), static_cast<uint16_t*>(q_bf16_.data()), q_elems, stream_),
+         "[cuda] q to bf16"));
   kernels::DecodeCudaParams p;
   p.kv = paged(il);
   p.n_seqs = static_cast<int>(n);
@@ -169,7 +169,8 @@ Status CudaForward::layer_forward(int il, int64_t n) {
   const int64_t q_dim = int64_t{c.n_heads} * hd, kv_dim = int64_t{c.n_kv_heads} * hd;
   float *x = F(x_), *h = F(h_), *q = F(q_), *k = F(k_), *v = F(v_);
   cudaStream_t s = stream_;
-  TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(x, D.attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  TKV_RETURN_IF_ERROR(
+      ck(kernels::rms_norm_cuda(x, D.attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
   TKV_RETURN_IF_ERROR(gemv(D.wq, h, q, n));
   TKV_RETURN_IF_ERROR(gemv(D.wk, h, k, n));
   TKV_RETURN_IF_ERROR(gemv(D.wv, h, v, n));
@@ -181,8 +182,9 @@ Status CudaForward::layer_forward(int il, int64_t n) {
   if (c.qk_norm) {
     TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(q, D.q_norm, q, n * c.n_heads, hd, c.rms_eps, s),
                            "[cuda] q norm"));
-    TKV_RETURN_IF_ERROR(ck(
-        kernels::rms_norm_cuda(k, D.k_norm, k, n * c.n_kv_heads, hd, c.rms_eps, s), "[cuda] k norm"));
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::rms_norm_cuda(k, D.k_norm, k, n * c.n_kv_heads, hd, c.rms_eps, s),
+           "[cuda] k norm"));
   }
   const float base = c.layer_rope_base[static_cast<size_t>(il)];
   TKV_RETURN_IF_ERROR(ck(kernels::rope_cuda(q, I(pos_), n, c.n_heads, hd, c.n_rot, base,
@@ -197,10 +199,11 @@ Status CudaForward::layer_forward(int il, int64_t n) {
 
   TKV_RETURN_IF_ERROR(gemv(D.wo, F(attn_), h, n));
   if (c.post_norms)
-    TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(h, D.post_attn_norm, h, n, d, c.rms_eps, s),
-                           "[cuda] norm"));
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::rms_norm_cuda(h, D.post_attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
   TKV_RETURN_IF_ERROR(ck(kernels::add_inplace_cuda(x, h, n * d, s), "[cuda] residual"));
-  TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(x, D.ffn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  TKV_RETURN_IF_ERROR(
+      ck(kernels::rms_norm_cuda(x, D.ffn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
   TKV_RETURN_IF_ERROR(gemv(D.w_gate, h, F(ff_gate_), n));
   TKV_RETURN_IF_ERROR(gemv(D.w_up, h, F(ff_up_), n));
   const int64_t nf = n * c.d_ff;
@@ -210,8 +213,8 @@ Status CudaForward::layer_forward(int il, int64_t n) {
                          "[cuda] ffn act"));
   TKV_RETURN_IF_ERROR(gemv(D.w_down, F(ff_gate_), h, n));
   if (c.post_norms)
-    TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(h, D.post_ffn_norm, h, n, d, c.rms_eps, s),
-                           "[cuda] norm"));
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::rms_norm_cuda(h, D.post_ffn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
   return ck(kernels::add_inplace_cuda(x, h, n * d, s), "[cuda] residual");
 }
 
@@ -231,12 +234,12 @@ Status CudaForward::output_logits(const Batch& b, Workspace& ws) {
   }
   const int64_t nr = static_cast<int64_t>(rows.size());
   if (nr == 0) return ck(cudaStreamSynchronize(stream_), "[cuda] step");
-  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(rows_), rows.data(), rows.size() * 4,
-                                         cudaMemcpyHostToDevice, stream_),
-                         "[cuda] rows"));
-  TKV_RETURN_IF_ERROR(ck(kernels::gather_rows_cuda(F(x_), I(rows_), F(logits_in_), nr, c.d_model,
-                                                   stream_),
-                         "[cuda] gather"));
+  TKV_RETURN_IF_ERROR(
+      ck(cudaMemcpyAsync(I(rows_), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream_),
+         "[cuda] rows"));
+  TKV_RETURN_IF_ERROR(
+      ck(kernels::gather_rows_cuda(F(x_), I(rows_), F(logits_in_), nr, c.d_model, stream_),
+         "[cuda] gather"));
   TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(F(logits_in_), output_norm_, F(logits_in_), nr,
                                                 c.d_model, c.rms_eps, stream_),
                          "[cuda] output norm"));
@@ -267,9 +270,9 @@ Status CudaForward::run(const Batch& b, Workspace& ws, const kv::KvCache& cache)
                                          cudaMemcpyHostToDevice, stream_),
                          "[cuda] embeddings"));
   if (c.embed_scale != 1.0f)
-    TKV_RETURN_IF_ERROR(ck(kernels::scale_inplace_cuda(F(x_), c.embed_scale, n * c.d_model,
-                                                       stream_),
-                           "[cuda] embed scale"));
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::scale_inplace_cuda(F(x_), c.embed_scale, n * c.d_model, stream_),
+           "[cuda] embed scale"));
   TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(pos_), ws.pos.data(), static_cast<size_t>(n) * 4,
                                          cudaMemcpyHostToDevice, stream_),
                          "[cuda] positions"));

@@ -12,8 +12,7 @@
 namespace tkv::model {
 namespace {
 Status unsupported(const std::string& what) {
-  return make_error(StatusCode::kUnimplemented, "[cuda] --device cuda: {} (not on CUDA yet)",
-                    what);
+  return make_error(StatusCode::kUnimplemented, "[cuda] --device cuda: {} (not on CUDA yet)", what);
 }
 }  // namespace
 
@@ -23,8 +22,7 @@ CudaForward::~CudaForward() {
 
 Status CudaForward::upload_matrix(const kernels::WeightView& w, DevMatrix* m) {
   if (!kernels::gemv_cuda_supports(w.type))
-    return unsupported(fmt::format("weight type {} has no CUDA GEMV",
-                                   ggml::traits(w.type).name));
+    return unsupported(fmt::format("weight type {} has no CUDA GEMV", ggml::traits(w.type).name));
   const size_t bytes = ggml::row_bytes(w.type, w.n_in) * static_cast<size_t>(w.n_out);
   TKV_ASSIGN_OR_RETURN(m->buf, device::upload_to_device(w.data, bytes, staging_, stream_));
   m->type = w.type;
@@ -35,9 +33,9 @@ Status CudaForward::upload_matrix(const kernels::WeightView& w, DevMatrix* m) {
 
 Result<const float*> CudaForward::upload_vector(const std::vector<float>& v) {
   if (v.empty()) return static_cast<const float*>(nullptr);
-  TKV_ASSIGN_OR_RETURN(device::CudaBuffer b,
-                       device::upload_to_device(v.data(), v.size() * sizeof(float), staging_,
-                                                stream_));
+  TKV_ASSIGN_OR_RETURN(
+      device::CudaBuffer b,
+      device::upload_to_device(v.data(), v.size() * sizeof(float), staging_, stream_));
   vectors_.push_back(std::move(b));
   return static_cast<const float*>(vectors_.back().data());
 }
@@ -59,8 +57,8 @@ Status CudaForward::init(const kv::KvCache& cache) {
       return unsupported("KV scheme " + cache.scheme_name() + " (bf16 and turbo are)");
   }
   if (c.n_heads % c.n_kv_heads != 0) return unsupported("n_heads not a multiple of n_kv_heads");
-  TKV_RETURN_IF_ERROR(device::cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                                          "[cuda] stream"));
+  TKV_RETURN_IF_ERROR(device::cuda_status(
+      cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "[cuda] stream"));
   int dev = 0;
   TKV_RETURN_IF_ERROR(device::cuda_status(cudaGetDevice(&dev), "[cuda] device"));
   TKV_RETURN_IF_ERROR(device::cuda_status(

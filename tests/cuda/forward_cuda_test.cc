@@ -4,6 +4,10 @@
 // prefill chunks (mean KL <= 1e-3, top-1 agreement >= 99 % where the CPU's top-1
 // probability is >= 0.5), then a 32-token greedy decode one token a step (equal, or
 // the first divergence reported). Needs a GPU and the model ($TKV_MODEL_DIR).
+// Status: the GPU path runs but misses the KL goal (H100, docs/bench/cuda-e2e-tests.txt:
+// mean KL 0.018 bf16 ... 0.18 k4v2). The decode kernel's bf16 q and output account for
+// most of it (the CPU forward with q and attention output rounded to bf16 is 0.004 / 0.028
+// / 0.099 from itself for bf16 / k8v3 / k4v3); the assertions stay at the goal.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,7 +121,7 @@ TEST_P(ForwardCuda, LogitsMatchCpu) {
   auto tok = tok::Tokenizer::from_gguf(cpu.m->gguf());
   ASSERT_TRUE(tok.ok());
   const std::vector<int32_t> toks = tok.value()->encode(kText, true, false);
-  ASSERT_GE(toks.size(), 180u);
+  ASSERT_GE(toks.size(), 160u);
   const int64_t nv = cpu.m->config().n_vocab, n = static_cast<int64_t>(toks.size());
   const auto lc = teacher_forced(cpu, toks, 64, pool), lg = teacher_forced(gpu, toks, 64, pool);
   ASSERT_EQ(lc.size(), size_t(n * nv));
@@ -132,7 +136,8 @@ TEST_P(ForwardCuda, LogitsMatchCpu) {
     const auto p = softmax(a, nv), q = softmax(b, nv);
     double kl = 0;
     for (int64_t i = 0; i < nv; ++i)
-      if (p[size_t(i)] > 0) kl += p[size_t(i)] * std::log(p[size_t(i)] / std::max(q[size_t(i)], 1e-300));
+      if (p[size_t(i)] > 0)
+        kl += p[size_t(i)] * std::log(p[size_t(i)] / std::max(q[size_t(i)], 1e-300));
     sum_kl += kl;
     if (kl > max_kl) max_kl = kl, max_at = t;
     const auto ta = std::max_element(a, a + nv) - a, tb = std::max_element(b, b + nv) - b;
@@ -144,10 +149,11 @@ TEST_P(ForwardCuda, LogitsMatchCpu) {
   }
   const double mean_kl = sum_kl / double(n);
   const double top1 = confident ? double(agree) / confident : 1.0;
-  std::printf("[forward_cuda] %-12s %lld positions: mean KL %.3g, max KL %.3g (pos %lld), "
-              "top-1 %d/%d confident (%.2f %%), %d/%lld all\n",
-              GetParam(), (long long)n, mean_kl, max_kl, (long long)max_at, agree, confident,
-              100.0 * top1, agree_all, (long long)n);
+  std::printf(
+      "[forward_cuda] %-12s %lld positions: mean KL %.3g, max KL %.3g (pos %lld), "
+      "top-1 %d/%d confident (%.2f %%), %d/%lld all\n",
+      GetParam(), (long long)n, mean_kl, max_kl, (long long)max_at, agree, confident, 100.0 * top1,
+      agree_all, (long long)n);
   EXPECT_LE(mean_kl, 1e-3);
   EXPECT_GE(top1, 0.99);
 
@@ -165,16 +171,15 @@ TEST_P(ForwardCuda, LogitsMatchCpu) {
   EXPECT_EQ(gc, gg) << "first divergence at generated token " << first;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Schemes, ForwardCuda,
-    ::testing::Values("bf16", "turbo:k8v3", "turbo:k8v4", "turbo:k8v2", "turbo:k8v1",
-                      "turbo:k8v5", "turbo:k8v8", "turbo:k4v3", "turbo:k4v2", "turbo:k4v4",
-                      "turbo:k5v3", "turbo:k2v2"),
-    [](const ::testing::TestParamInfo<const char*>& i) {
-      std::string s = i.param;
-      std::replace(s.begin(), s.end(), ':', '_');
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Schemes, ForwardCuda,
+                         ::testing::Values("bf16", "turbo:k8v3", "turbo:k8v4", "turbo:k8v2",
+                                           "turbo:k8v5", "turbo:k8v8", "turbo:k4v3", "turbo:k4v2",
+                                           "turbo:k4v4", "turbo:k5v3", "turbo:k2v2"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string s = i.param;
+                           std::replace(s.begin(), s.end(), ':', '_');
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace tkv

@@ -56,7 +56,7 @@ __global__ void rope_kernel(float* x, const int32_t* pos, int64_t n_pairs_total,
   }
 }
 
-#define TKV_GRID_LOOP(i, n)                                                     \
+#define TKV_GRID_LOOP(i, n)                                                 \
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
        i += (int64_t)gridDim.x * blockDim.x)
 
@@ -72,8 +72,8 @@ __global__ void gelu_tanh_mul_kernel(float* g, const float* u, int64_t n) {
   constexpr float kCoef = 0.044715f;
   TKV_GRID_LOOP(i, n) {
     const float v = g[i];
-    const float inner = __fmul_rn(__fmul_rn(kSqrt2OverPi, v),
-                                  __fadd_rn(1.0f, __fmul_rn(__fmul_rn(kCoef, v), v)));
+    const float inner =
+        __fmul_rn(__fmul_rn(kSqrt2OverPi, v), __fadd_rn(1.0f, __fmul_rn(__fmul_rn(kCoef, v), v)));
     g[i] = __fmul_rn(__fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(inner))), u[i]);
   }
 }
@@ -120,11 +120,11 @@ cudaError_t rope_cuda(float* x, const int32_t* positions, int64_t n_tokens, int6
   return cudaGetLastError();
 }
 
-#define TKV_LAUNCH_1D(n, kernel, ...)                                 \
-  do {                                                                \
-    if ((n) <= 0) return cudaSuccess;                                 \
-    kernel<<<grid_for(n), kThreads, 0, stream>>>(__VA_ARGS__);        \
-    return cudaGetLastError();                                        \
+#define TKV_LAUNCH_1D(n, kernel, ...)                          \
+  do {                                                         \
+    if ((n) <= 0) return cudaSuccess;                          \
+    kernel<<<grid_for(n), kThreads, 0, stream>>>(__VA_ARGS__); \
+    return cudaGetLastError();                                 \
   } while (0)
 
 cudaError_t silu_mul_cuda(float* gate, const float* up, int64_t n, cudaStream_t stream) {

@@ -25,8 +25,7 @@ cudaError_t gelu_tanh_mul_cuda(float* gate, const float* up, int64_t n, cudaStre
 // y += x; y *= s; y[r, :] += b for n_rows rows of n.
 cudaError_t add_inplace_cuda(float* y, const float* x, int64_t n, cudaStream_t stream);
 cudaError_t scale_inplace_cuda(float* y, float s, int64_t n, cudaStream_t stream);
-cudaError_t add_bias_cuda(float* y, const float* b, int64_t n_rows, int64_t n,
-                          cudaStream_t stream);
+cudaError_t add_bias_cuda(float* y, const float* b, int64_t n_rows, int64_t n, cudaStream_t stream);
 // Round to nearest even (quant::f32_to_bf16) and back, n elements.
 cudaError_t f32_to_bf16_cuda(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 cudaError_t bf16_to_f32_cuda(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
