@@ -68,7 +68,7 @@ class CudaForward final : public DeviceForward {
 
   // Device scratch for up to cap_ tokens: activations [cap_, dim] fp32.
   int64_t cap_ = 0;
-  device::CudaBuffer x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_, q_bf16_, out_bf16_;
+  device::CudaBuffer x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_;
   device::CudaBuffer pos_, slots_, seq_lens_, pages_;  // int32 tables of the step
   device::CudaBuffer attn_ws_, rows_, logits_in_, logits_;
   int page_stride_ = 0, max_seq_len_ = 0;
