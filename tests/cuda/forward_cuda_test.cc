@@ -1,6 +1,6 @@
 // The whole model on the GPU (Model::set_backend(kCuda)) against the CPU forward on
 // SmolLM2, per KV scheme (bf16 and every turbo width pair), each against the CPU run
-// of the same scheme: teacher-forced logits over a ~200-token prompt in 64-token
+// of the same scheme: teacher-forced logits over a 169-token text in 64-token
 // prefill chunks (mean KL <= 1e-3, top-1 agreement >= 99 % where the CPU's top-1
 // probability is >= 0.5), then a 32-token greedy decode one token a step (equal, or
 // the first divergence reported). Needs a GPU and the model ($TKV_MODEL_DIR).
