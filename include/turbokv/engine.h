@@ -22,6 +22,13 @@ namespace turbokv {
 // the fused one checked against the reference on every call.
 enum class AttnPath { kFused, kReference, kVerify };
 
+// Where the forward pass runs (--device). kCuda: one CUDA GPU; fails at
+// Engine::create with the reason when this build has no CUDA or no GPU is visible.
+enum class Device { kCpu, kCuda };
+// "cpu" | "cuda"; the error lists the valid values.
+Result<Device> parse_device(std::string_view text);
+const char* device_name(Device d);
+
 struct EngineConfig {
   std::string model_path;      // GGUF file
   KvConfig kv;                 // --kv-quant
@@ -46,6 +53,7 @@ struct EngineConfig {
   std::string draft_model_path;
   // Prefix-cache events (kv_events.h); empty = not recorded. Needs prefix_cache.
   KvEventsCallback on_kv_events;
+  Device device = Device::kCpu;
 };
 
 struct ModelInfo {

@@ -25,6 +25,17 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
+Result<Device> parse_device(std::string_view text) {
+  if (text == "cpu") return Device::kCpu;
+  if (text == "cuda") return Device::kCuda;
+  return Status(StatusCode::kInvalidArgument,
+                "[api] unknown device '" + std::string(text) + "' (valid: cpu | cuda)");
+}
+
+const char* device_name(Device d) {
+  return d == Device::kCuda ? "cuda" : "cpu";
+}
+
 namespace detail {
 namespace rt = tkv::runtime;
 
@@ -53,6 +64,7 @@ rt::LoopOptions to_runtime(const EngineConfig& c) {
                           bs = c.page_size](std::vector<tkv::kv::PrefixEvent>&& in) {
       cb(to_public(std::move(in), bs));
     };
+  o.backend = c.device == Device::kCuda ? tkv::ops::Backend::kCuda : tkv::ops::Backend::kCpu;
   return o;
 }
 

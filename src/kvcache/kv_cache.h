@@ -125,6 +125,18 @@ class KvCache {
   virtual kernels::KvView view(int layer, int seq, int64_t n_tokens) const = 0;
   virtual void commit(int seq, int64_t n_new) = 0;
 
+  // The page stores one layer's view() segments come from, in position order (one,
+  // or a bf16 prefix and then the scheme under --kv-quant-start), with their page
+  // format and pool size: what a device mirror of the pools allocates. Page ids in
+  // view() index these pools.
+  struct LayerStore {
+    kernels::KvPageFormat format;
+    int64_t n_pages = 0;  // pages in the pool
+    int64_t begin = 0;    // first sequence position the store holds
+    int64_t window = 0;   // 0 = full attention, else the sliding window
+  };
+  virtual std::vector<LayerStore> layer_stores(int layer) const = 0;
+
   virtual const KvShape& shape() const = 0;
   virtual std::string scheme_name() const = 0;
   // Bytes one token occupies over all layers and kv heads.

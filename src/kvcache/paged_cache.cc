@@ -200,6 +200,19 @@ kernels::KvView PagedCache::view(int layer, int seq, int64_t n_tokens) const {
   return kv;
 }
 
+std::vector<KvCache::LayerStore> PagedCache::layer_stores(int layer) const {
+  const LayerSlot& ls = lay_.layer_slots[static_cast<size_t>(layer)];
+  std::vector<LayerStore> out;
+  for (int s : lay_.groups[static_cast<size_t>(ls.group)].stores) {
+    const Store& st = stores_[static_cast<size_t>(s)];
+    out.push_back({{st.spec.scheme, shape_.n_kv_heads, opts_.page_size},
+                   st.spec.n_pages,
+                   st.spec.begin,
+                   st.spec.window});
+  }
+  return out;
+}
+
 }  // namespace paged
 
 Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape,

@@ -41,6 +41,7 @@ class PagedCache final : public KvCache {
   void commit(int seq, int64_t n_new) override;
   void write(int layer, int seq, int64_t pos0, int64_t n, const float* k, const float* v) override;
   kernels::KvView view(int layer, int seq, int64_t n_tokens) const override;
+  std::vector<LayerStore> layer_stores(int layer) const override;
 
   int64_t attach_prefix(int seq, const int32_t* tokens, int64_t n) override;
   int64_t cached_prefix(const int32_t* tokens, int64_t n) const override;

@@ -119,6 +119,18 @@ void Model::output_logits(const Batch& b, Workspace& ws, ThreadPool& pool) const
   }
 }
 
+Status Model::set_backend(ops::Backend b, const kv::KvCache& cache) {
+  dev_.reset();
+  dev_cache_ = nullptr;
+  if (b == ops::Backend::kCpu) return Status();
+  if (attn_mode_ != ops::AttnMode::kFused)
+    return invalid_argument(
+        "[model] --device cuda runs the fused attention only (--kv-attn fused)");
+  TKV_ASSIGN_OR_RETURN(dev_, make_cuda_forward(cfg_, w_, cache, key_centering_active()));
+  dev_cache_ = &cache;
+  return Status();
+}
+
 Status Model::forward(const Batch& b, Workspace& ws, kv::KvCache& cache, ThreadPool& pool) const {
   const ModelConfig& c = cfg_;
   const int64_t n = b.n_tokens();
@@ -150,6 +162,13 @@ Status Model::forward(const Batch& b, Workspace& ws, kv::KvCache& cache, ThreadP
     TKV_RETURN_IF_ERROR(cache.reserve(s.seq, s.n));
     for (int64_t i = 0; i < s.n; ++i)
       ws.pos[static_cast<size_t>(s.first + i)] = static_cast<int32_t>(pos0 + i);
+  }
+  if (dev_) {
+    if (&cache != dev_cache_)
+      return invalid_argument("[model] the CUDA forward runs over the cache it was set up with");
+    TKV_RETURN_IF_ERROR(dev_->run(b, ws, cache));
+    for (const BatchSlice& s : b.slices) cache.commit(s.seq, s.n);
+    return Status();
   }
   const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim,
                kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;

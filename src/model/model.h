@@ -13,6 +13,7 @@
 #include "kvcache/kv_cache.h"
 #include "model/batch.h"
 #include "model/config.h"
+#include "model/device_forward.h"
 #include "ops/attention.h"
 
 namespace tkv::model {
@@ -61,6 +62,12 @@ class Model {
   // Which attention kernel the forward runs (--kv-attn); under kVerify,
   // attn_check() holds the fused-vs-reference agreement so far (zero otherwise).
   void set_attn_mode(ops::AttnMode m) { attn_mode_ = m; }
+  // Where forward() runs. Backend::kCuda uploads the weights and mirrors `cache`'s
+  // pools on the GPU (device_forward.h); forward() then accepts that cache only, and
+  // its host pools stay unwritten (the host keeps the page bookkeeping). Fails with
+  // the reason when CUDA cannot run this model and cache. kCpu drops the device state.
+  Status set_backend(ops::Backend b, const kv::KvCache& cache);
+  ops::Backend backend() const { return dev_ ? ops::Backend::kCuda : ops::Backend::kCpu; }
   ops::AttnCheck attn_check() const { return attn_check_.totals(); }
 
  private:
@@ -74,6 +81,8 @@ class Model {
   std::unique_ptr<io::GgufFile> gguf_;
   Weights w_;
   bool key_center_ = true;
+  std::unique_ptr<DeviceForward> dev_;  // set by set_backend(kCuda)
+  const kv::KvCache* dev_cache_ = nullptr;
   ops::AttnMode attn_mode_ = ops::AttnMode::kFused;
   mutable ops::AttnCheckLog attn_check_;  // forward is const; the log is thread-safe
 };

@@ -36,6 +36,16 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
                       "[engine] model file not found: {} (run scripts/fetch-models)", o.model_path);
   std::unique_ptr<EngineLoop> e(new EngineLoop());
   e->opts_ = o;
+  if (o.backend == ops::Backend::kCuda) {
+    if (!ops::backend_available(ops::Backend::kCuda))  // before loading anything
+      return make_error(StatusCode::kUnimplemented, "[engine] --device cuda: {}",
+                        ops::kCudaBuilt ? "no CUDA device is visible"
+                                        : "this turbokv was built without CUDA (configure "
+                                          "with -DTKV_CUDA=ON, e.g. scripts/build cuda-release)");
+    if (!o.prompt_cache_dir.empty())  // its blocks are copies of host pages
+      return invalid_argument("[engine] --device cuda does not take --prompt-cache yet");
+    e->opts_.prefix_cache = false;
+  }
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(o.model_path));
   e->model_->set_key_centering(o.key_center);
   e->model_->set_attn_mode(o.attn);
@@ -48,15 +58,16 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   if (!o.prompt_cache_dir.empty()) {
     TKV_ASSIGN_OR_RETURN(const uint64_t id, model_identity(e->model_->gguf()));
     e->kv_namespace_ = kv::make_prefix_namespace(fmt::format("{:016x}", id), base, o.key_center);
-  } else if (o.prefix_cache) {
+  } else if (e->opts_.prefix_cache) {
     e->kv_namespace_ = kv::make_prefix_namespace(
         o.model_path + "#" + std::to_string(e->model_->gguf().file_size()), base, o.key_center);
   }
-  if (o.prefix_cache) base.prefix_namespace = e->kv_namespace_;
+  if (e->opts_.prefix_cache) base.prefix_namespace = e->kv_namespace_;
   TKV_ASSIGN_OR_RETURN(
       KvSizing sz, size_kv_pool(e->model_->kv_shape(), base, o.context, o.max_seqs, o.step_tokens,
                                 name, e->model_->gguf().file_size()));
   TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), sz.cache));
+  TKV_RETURN_IF_ERROR(e->model_->set_backend(o.backend, *e->cache_));
   e->pool_tokens_ = sz.cache.max_tokens;
   TKV_ASSIGN_OR_RETURN(e->kv_mem_, kv::kv_memory_model(e->model_->kv_shape(), sz.cache));
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));

@@ -51,6 +51,9 @@ struct LoopOptions {
   // each step that changed the index, with that step's events in order. Must
   // return quickly (queue them, never do I/O). Empty = not recorded.
   std::function<void(std::vector<kv::PrefixEvent>&&)> on_prefix_events;
+  // --device: where the forward runs. kCuda turns prefix sharing off (its
+  // copy-on-write copies host pages) and refuses session files.
+  ops::Backend backend = ops::Backend::kCpu;
 };
 
 struct LoopStats {

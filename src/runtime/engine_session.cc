@@ -33,6 +33,9 @@ Result<kv::SnapshotHeader> EngineLoop::snapshot_header() const {
 
 Status EngineLoop::check_session(SeqRequest& r) const {
   if (r.on_logits || (r.save_session.empty() && r.load_session.empty())) return Status();
+  if (model_->backend() != ops::Backend::kCpu)  // the KV bytes live on the device
+    return make_error(StatusCode::kUnimplemented,
+                      "[kv-store] session files are not supported with --device cuda yet");
   TKV_ASSIGN_OR_RETURN(const kv::SnapshotHeader mine, snapshot_header());
   if (r.load_session.empty()) return Status();
   TKV_ASSIGN_OR_RETURN(kv::Snapshot snap, kv::read_snapshot(r.load_session));

@@ -4,6 +4,7 @@
 // on tiny in-memory GGUFs (tests/model/tiny_gguf.h).
 #include <gtest/gtest.h>
 
+#include "ops/dispatch.h"
 #include "tests/model/tiny_gguf.h"
 #include "turbokv/engine.h"
 
@@ -98,6 +99,37 @@ TEST(EngineCreate, RefusesAStepBudgetBelowTheSequenceCount) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("step token budget 8"), std::string::npos)
       << e.status().message();
+}
+
+TEST(Device, ParsesTheTwoNamesOnly) {
+  EXPECT_EQ(parse_device("cpu").value(), Device::kCpu);
+  EXPECT_EQ(parse_device("cuda").value(), Device::kCuda);
+  auto bad = parse_device("gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'gpu' (valid: cpu | cuda)"), std::string::npos)
+      << bad.status().message();
+  EXPECT_STREQ(device_name(Device::kCuda), "cuda");
+  EXPECT_EQ(EngineConfig{}.device, Device::kCpu);
+}
+
+// CI has no GPU (and usually no CUDA build): --device cuda must fail at start, saying
+// why, before the model is loaded.
+TEST(EngineCreate, RefusesCudaWithoutAGpu) {
+  if (tkv::ops::backend_available(tkv::ops::Backend::kCuda))
+    GTEST_SKIP() << "a GPU is visible: tests/cuda/forward_cuda_test covers --device cuda";
+  EngineConfig c;
+  c.model_path = tiny_path(64);
+  c.context = 64;
+  c.threads = 1;
+  c.device = Device::kCuda;
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  const std::string& m = e.status().message();
+  EXPECT_EQ(e.status().code(), StatusCode::kUnimplemented) << m;
+  EXPECT_NE(m.find("--device cuda"), std::string::npos) << m;
+  EXPECT_NE(m.find(tkv::ops::kCudaBuilt ? "no CUDA device" : "built without CUDA"),
+            std::string::npos)
+      << m;
 }
 
 TEST(EngineCreate, MissingModelIsNamed) {

@@ -150,6 +150,27 @@ std::vector<uint16_t> run_gpu(const Problem& pr, int partition_tokens, int minb 
     EXPECT_EQ(std::memcmp(first.data(), dout.download().data(), first.size() * 2), 0)
         << "block table (page_stride " << pt.kv.page_stride << ") differs from the CSR page table";
   }
+  if (!kernels::decode_uses_tensor_cores(p)) {
+    // fp32 q and out (q_f32/out_f32, the whole-model forward's path): q widened exactly, so
+    // the same sums; the fp32 output rounded to bf16 (RNE) is the bf16 output, bit for bit.
+    std::vector<float> qf(pr.q.size());
+    for (size_t i = 0; i < qf.size(); ++i) qf[i] = bf16_to_f32(pr.q[i]);
+    DeviceBuffer<float> dqf, doutf(pr.q.size());
+    dqf.upload(qf);
+    doutf.fill_bytes(0xff);  // NaN: an unwritten output differs
+    kernels::DecodeCudaParams pf = p;
+    pf.q = nullptr;
+    pf.out = nullptr;
+    pf.q_f32 = dqf.get();
+    pf.out_f32 = doutf.get();
+    st = kernels::decode_attention_cuda(pf);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    TKV_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> of = doutf.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < of.size(); ++i) differ += f32_to_bf16(of[i]) != first[i];
+    EXPECT_EQ(differ, 0u) << "fp32 q/out differ from the bf16 path";
+  }
   if (kernels::decode_uses_tensor_cores(p)) {
     // Caller-kept merge counters (no per-call reset): zeroed once, twice in a row (the
     // second call relies on the first leaving them zero), same bits; zero at the end.

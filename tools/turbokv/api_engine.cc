@@ -37,6 +37,7 @@ turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs) {
   c.draft_model_path = o.draft_model;
   if (!o.prompt_cache_size.empty())
     c.prompt_cache_bytes = static_cast<int64_t>(parse_byte_size(o.prompt_cache_size).value());
+  c.device = turbokv::parse_device(o.device).value();  // validated at parse time
   return c;
 }
 

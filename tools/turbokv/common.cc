@@ -82,6 +82,10 @@ void add_common_options(CLI::App* app, CommonOptions& o) {
   app->add_option("-c,--ctx,--ctx-size", o.ctx,
                   "Context: the most tokens one sequence holds (prompt + output), exactly")
       ->check(int_range("--ctx", 1, kNoMax));
+  app->add_option("--device", o.device,
+                  "Where the model runs: cpu (default) | cuda (one GPU; bf16 and turbo KV)")
+      ->check(kv_validator("DEVICE",
+                           [](const std::string& v) { return turbokv::parse_device(v).status(); }));
   app->add_option("--ubatch", o.ubatch, "Prefill chunk size")
       ->check(int_range("--ubatch", 1, 4096));
 }

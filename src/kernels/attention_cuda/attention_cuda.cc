@@ -58,7 +58,7 @@ Status validate(const DecodeCudaParams& p) {
     return bad("block table of " + std::to_string(p.kv.page_stride) +
                " pages per sequence holds fewer than max_seq_len " + std::to_string(p.max_seq_len) +
                " tokens");
-  if (!p.q || !p.out || !p.kv.k_data || !p.kv.v_data ||
+  if ((!p.q && !p.q_f32) || (!p.out && !p.out_f32) || !p.kv.k_data || !p.kv.v_data ||
       (p.kv.page_stride == 0 && !p.kv.page_indptr) || !p.kv.page_indices || !p.kv.seq_lens ||
       (!f.is_float() && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))
     return bad("null device pointer");

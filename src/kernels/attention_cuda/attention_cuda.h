@@ -24,8 +24,13 @@ struct DecodeCudaParams {
   float softmax_scale = 0.0f;   // usually 1/sqrt(head_dim)
   const uint16_t* q = nullptr;  // [n_seqs, n_heads, head_dim] bf16, device
   uint16_t* out = nullptr;      // [n_seqs, n_heads, head_dim] bf16, device
-  int partition_tokens = 0;     // split size (multiple of 64); 0 = auto (fill the GPU)
-  int sm_count = 132;           // multiprocessors, for the auto split
+  // General kernel only: fp32 q and/or out in place of the bf16 ones (set, they win; q or
+  // out may then be null). The whole-model forward uses both: bf16 q/out cost SmolLM2
+  // a mean KL of 0.004-0.1 (docs/bench/cuda-e2e-tests.txt). Never the tensor-core path.
+  const float* q_f32 = nullptr;  // [n_seqs, n_heads, head_dim] fp32, device
+  float* out_f32 = nullptr;      // [n_seqs, n_heads, head_dim] fp32, device
+  int partition_tokens = 0;      // split size (multiple of 64); 0 = auto (fill the GPU)
+  int sm_count = 132;            // multiprocessors, for the auto split
   int min_blocks_per_sm =
       0;  // 3: registers capped for 3 blocks/SM (4-head tiles, d 128; k8v3/k8v4/k4v3/k4v2/bf16)
   bool general_kernel =
@@ -70,7 +75,7 @@ inline bool decode_uses_tensor_cores(const DecodeCudaParams& p) {
                        (f.scheme.v_bits == 2 || f.scheme.v_bits == 3));  // k_signed: 8-bit only
   return widths && f.head_dim() == 128 && p.kv.format.n_kv_heads > 0 &&
          (p.n_heads / p.kv.format.n_kv_heads) % 4 == 0 && p.min_blocks_per_sm == 0 &&
-         !p.general_kernel;
+         !p.general_kernel && !p.q_f32 && !p.out_f32;
 }
 // Workspace for the fp32 partials, n_seqs * n_heads * n_parts * (head_dim + 2) floats, and
 // n_seqs * n_heads int merge counters (reset by each call unless merge_counters is set).

@@ -220,8 +220,17 @@ __device__ __forceinline__ void decode_partial(const DecodeLaunch& a, const Toke
   float q[TILE][kChunk], acc[TILE][kChunk], m[TILE], l[TILE];
 #pragma unroll
   for (int h = 0; h < TILE; ++h) {
-    const uint4* qp = reinterpret_cast<const uint4*>(
-        a.p.q + ((int64_t)seq * a.p.n_heads + hq0 + h) * d + j * kChunk);
+    const int64_t q_off = ((int64_t)seq * a.p.n_heads + hq0 + h) * d + j * kChunk;
+    if (a.p.q_f32) {  // fp32 q (DecodeCudaParams::q_f32)
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        q[h][i] = __ldg(a.p.q_f32 + q_off + i) * a.q_scale;
+        acc[h][i] = 0.0f;
+      }
+      m[h] = -INFINITY, l[h] = 0.0f;
+      continue;
+    }
+    const uint4* qp = reinterpret_cast<const uint4*>(a.p.q + q_off);
     const uint4 v0 = __ldg(qp), v1 = __ldg(qp + 1);
     const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll

@@ -68,7 +68,13 @@ __global__ void __launch_bounds__(1024)
     acc = quant::mul_rn(acc, quant::mul_rn(a.inv_sqrt, a.signs[e]));
   }
   const float y = l > 0.0f ? acc / l : 0.0f;
-  if (g == 0) a.p.out[((int64_t)seq * a.p.n_heads + head) * d + e] = f32_to_bf16(y);
+  const int64_t o = ((int64_t)seq * a.p.n_heads + head) * d + e;
+  if (g == 0) {
+    if (a.p.out_f32)
+      a.p.out_f32[o] = y;
+    else
+      a.p.out[o] = f32_to_bf16(y);
+  }
 }
 
 }  // namespace

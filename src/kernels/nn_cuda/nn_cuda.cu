@@ -1,0 +1,157 @@
+// CUDA kernels of nn_cuda.h: elementwise and per-row ops on fp32 rows, written to
+// follow nn_cpu.cc operation by operation (RMSNorm's sum of squares in double as ggml
+// does, RoPE's angles by the same repeated float products), so the CPU kernels are
+// their reference. No fast-math: the results stay within a few ulp of the CPU's.
+#include <cmath>
+
+#include "kernels/nn_cuda/nn_cuda.h"
+#include "quant/half.h"
+
+namespace tkv::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 1048576 ? 1048576 : b));
+}
+
+// One block per row; a double sum of squares, reduced through shared memory.
+__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t n, float eps) {
+  __shared__ double part[kThreads];
+  const float* xr = x + blockIdx.x * n;
+  float* yr = y + blockIdx.x * n;
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += (double)xr[i] * (double)xr[i];
+  part[threadIdx.x] = ss;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float scale = 1.0f / sqrtf((float)(part[0] / (double)n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = __fmul_rn(xr[i], scale);
+    yr[i] = w ? __fmul_rn(v, w[i]) : v;
+  }
+}
+
+// One thread per (token, head, pair i): theta = pos * freq_scale * theta_scale^i by i
+// float products, as nn_cpu.cc.
+__global__ void rope_kernel(float* x, const int32_t* pos, int64_t n_pairs_total, int64_t n_heads,
+                            int64_t head_dim, int64_t half, float theta_scale, float freq_scale,
+                            bool neox) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n_pairs_total;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = j % half, th = j / half, t = th / n_heads;
+    float theta = __fmul_rn((float)pos[t], freq_scale);
+    for (int64_t k = 0; k < i; ++k) theta = __fmul_rn(theta, theta_scale);
+    const float c = cosf(theta), s = sinf(theta);
+    float* v = x + th * head_dim;
+    const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  }
+}
+
+#define TKV_GRID_LOOP(i, n)                                                 \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+__global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
+  TKV_GRID_LOOP(i, n) {
+    const float v = g[i];
+    g[i] = __fmul_rn(__fdiv_rn(v, __fadd_rn(1.0f, expf(-v))), u[i]);
+  }
+}
+
+__global__ void gelu_tanh_mul_kernel(float* g, const float* u, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  TKV_GRID_LOOP(i, n) {
+    const float v = g[i];
+    const float inner =
+        __fmul_rn(__fmul_rn(kSqrt2OverPi, v), __fadd_rn(1.0f, __fmul_rn(__fmul_rn(kCoef, v), v)));
+    g[i] = __fmul_rn(__fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(inner))), u[i]);
+  }
+}
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  TKV_GRID_LOOP(i, n) y[i] += x[i];
+}
+__global__ void scale_kernel(float* y, float s, int64_t n) {
+  TKV_GRID_LOOP(i, n) y[i] *= s;
+}
+__global__ void bias_kernel(float* y, const float* b, int64_t total, int64_t n) {
+  TKV_GRID_LOOP(i, total) y[i] += b[i % n];
+}
+__global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
+  TKV_GRID_LOOP(i, n) y[i] = f32_to_bf16(x[i]);
+}
+__global__ void from_bf16_kernel(const uint16_t* x, float* y, int64_t n) {
+  TKV_GRID_LOOP(i, n) y[i] = bf16_to_f32(x[i]);
+}
+__global__ void gather_kernel(const float* src, const int32_t* rows, float* dst, int64_t total,
+                              int64_t n) {
+  TKV_GRID_LOOP(i, total) dst[i] = src[(int64_t)rows[i / n] * n + i % n];
+}
+
+}  // namespace
+
+cudaError_t rms_norm_cuda(const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
+                          float eps, cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  rms_norm_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, w, y, n, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t rope_cuda(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
+                      int64_t head_dim, int64_t n_rot, float base, float freq_scale, RopeMode mode,
+                      cudaStream_t stream) {
+  const int64_t half = n_rot / 2, total = n_tokens * n_heads * half;
+  if (total <= 0) return cudaSuccess;
+  // The host's std::pow, so the angle steps are the CPU kernel's to the bit.
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  rope_kernel<<<grid_for(total), kThreads, 0, stream>>>(x, positions, total, n_heads, head_dim,
+                                                        half, theta_scale, freq_scale,
+                                                        mode == RopeMode::kNeox);
+  return cudaGetLastError();
+}
+
+#define TKV_LAUNCH_1D(n, kernel, ...)                          \
+  do {                                                         \
+    if ((n) <= 0) return cudaSuccess;                          \
+    kernel<<<grid_for(n), kThreads, 0, stream>>>(__VA_ARGS__); \
+    return cudaGetLastError();                                 \
+  } while (0)
+
+cudaError_t silu_mul_cuda(float* gate, const float* up, int64_t n, cudaStream_t stream) {
+  TKV_LAUNCH_1D(n, silu_mul_kernel, gate, up, n);
+}
+cudaError_t gelu_tanh_mul_cuda(float* gate, const float* up, int64_t n, cudaStream_t stream) {
+  TKV_LAUNCH_1D(n, gelu_tanh_mul_kernel, gate, up, n);
+}
+cudaError_t add_inplace_cuda(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  TKV_LAUNCH_1D(n, add_kernel, y, x, n);
+}
+cudaError_t scale_inplace_cuda(float* y, float s, int64_t n, cudaStream_t stream) {
+  TKV_LAUNCH_1D(n, scale_kernel, y, s, n);
+}
+cudaError_t add_bias_cuda(float* y, const float* b, int64_t n_rows, int64_t n,
+                          cudaStream_t stream) {
+  TKV_LAUNCH_1D(n_rows * n, bias_kernel, y, b, n_rows * n, n);
+}
+cudaError_t f32_to_bf16_cuda(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  TKV_LAUNCH_1D(n, to_bf16_kernel, x, y, n);
+}
+cudaError_t bf16_to_f32_cuda(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {
+  TKV_LAUNCH_1D(n, from_bf16_kernel, x, y, n);
+}
+cudaError_t gather_rows_cuda(const float* src, const int32_t* rows, float* dst, int64_t n_rows,
+                             int64_t n, cudaStream_t stream) {
+  TKV_LAUNCH_1D(n_rows * n, gather_kernel, src, rows, dst, n_rows * n, n);
+}
+
+}  // namespace tkv::kernels

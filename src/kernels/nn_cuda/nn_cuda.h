@@ -1,0 +1,36 @@
+// CUDA versions of the small per-token kernels of kernels/nn (RMSNorm, RoPE, gated
+// activations, residual adds, biases) plus the fp32 <-> bf16 conversions the decode
+// attention's q/out need. Same math as nn_cpu.cc (the reference), one launch each, on
+// device pointers; every function returns the launch error (asynchronous execution).
+// Plain C++17: nvcc and host code include it. Tests: tests/cuda/nn_cuda_test.cc.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/nn/nn.h"  // RopeMode
+
+namespace tkv::kernels {
+
+// y[r, :] = x[r, :] / sqrt(mean(x^2) + eps) * w (w may be null). x, y: [n_rows, n] (may alias).
+cudaError_t rms_norm_cuda(const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
+                          float eps, cudaStream_t stream);
+// In place on x [n_tokens, n_heads, head_dim]; positions [n_tokens] (device), as kernels::rope.
+cudaError_t rope_cuda(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
+                      int64_t head_dim, int64_t n_rot, float base, float freq_scale, RopeMode mode,
+                      cudaStream_t stream);
+// gate[i] = act(gate[i]) * up[i] over n elements.
+cudaError_t silu_mul_cuda(float* gate, const float* up, int64_t n, cudaStream_t stream);
+cudaError_t gelu_tanh_mul_cuda(float* gate, const float* up, int64_t n, cudaStream_t stream);
+// y += x; y *= s; y[r, :] += b for n_rows rows of n.
+cudaError_t add_inplace_cuda(float* y, const float* x, int64_t n, cudaStream_t stream);
+cudaError_t scale_inplace_cuda(float* y, float s, int64_t n, cudaStream_t stream);
+cudaError_t add_bias_cuda(float* y, const float* b, int64_t n_rows, int64_t n, cudaStream_t stream);
+// Round to nearest even (quant::f32_to_bf16) and back, n elements.
+cudaError_t f32_to_bf16_cuda(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+cudaError_t bf16_to_f32_cuda(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
+// dst[i, :] = src[rows[i], :] for n_rows rows of n floats (the logits' wanted rows).
+cudaError_t gather_rows_cuda(const float* src, const int32_t* rows, float* dst, int64_t n_rows,
+                             int64_t n, cudaStream_t stream);
+
+}  // namespace tkv::kernels

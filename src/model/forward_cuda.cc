@@ -1,0 +1,276 @@
+// CudaForward::run: one ragged batch on the GPU, op for op as forward.cc. Prefill
+// attention reuses the one-query decode kernel: every token of the batch is its own
+// "sequence" over its slice's page-table row with seq_len = its position + 1, which
+// is causal attention (correct, not fast: a prefill kernel is the next step, issue 26).
+// Logits come back to the host only for the rows the batch wants.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "device/cuda_check.h"
+#include "kernels/attention_cuda/attention_cuda.h"
+#include "kernels/kvcodec/kvcodec_cuda.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/nn_cuda/nn_cuda.h"
+#include "model/forward_cuda.h"
+
+namespace tkv::model {
+namespace {
+Status ck(cudaError_t e, const char* what) {
+  return device::cuda_status(e, what);
+}
+Status ensure(device::CudaBuffer& b, size_t bytes) {
+  if (b.bytes() >= bytes) return Status();
+  b = device::CudaBuffer();  // free first: the new one may need the room
+  TKV_ASSIGN_OR_RETURN(b, device::CudaBuffer::allocate(bytes));
+  return Status();
+}
+float* F(const device::CudaBuffer& b) {
+  return static_cast<float*>(b.data());
+}
+int32_t* I(const device::CudaBuffer& b) {
+  return static_cast<int32_t*>(b.data());
+}
+}  // namespace
+
+kernels::PagedKv CudaForward::paged(int il) const {
+  const DevLayer& D = layers_[static_cast<size_t>(il)];
+  kernels::PagedKv kv;
+  kv.format = kv_format_;
+  kv.k_data = static_cast<uint8_t*>(D.k_data.data());
+  kv.v_data = static_cast<uint8_t*>(D.v_data.data());
+  kv.k_scale = static_cast<uint16_t*>(D.k_scale.data());
+  kv.k_zero = static_cast<uint16_t*>(D.k_zero.data());
+  kv.v_scale = static_cast<uint16_t*>(D.v_scale.data());
+  kv.page_indices = I(pages_);
+  kv.seq_lens = I(seq_lens_);
+  kv.page_stride = page_stride_;
+  return kv;
+}
+
+Status CudaForward::ensure_workspace(int64_t n) {
+  if (n <= cap_) return Status();
+  const ModelConfig& c = cfg_;
+  const size_t t = static_cast<size_t>(std::max<int64_t>(n, kernels::kGemvMaxTokens));
+  const size_t d = static_cast<size_t>(c.d_model), q_dim = size_t{1} * c.n_heads * c.head_dim,
+               kv_dim = size_t{1} * c.n_kv_heads * c.head_dim, f = sizeof(float);
+  TKV_RETURN_IF_ERROR(ensure(x_, t * d * f));
+  TKV_RETURN_IF_ERROR(ensure(h_, t * std::max(d, q_dim) * f));
+  TKV_RETURN_IF_ERROR(ensure(q_, t * q_dim * f));
+  TKV_RETURN_IF_ERROR(ensure(k_, t * kv_dim * f));
+  TKV_RETURN_IF_ERROR(ensure(v_, t * kv_dim * f));
+  TKV_RETURN_IF_ERROR(ensure(attn_, t * q_dim * f));
+  TKV_RETURN_IF_ERROR(ensure(ff_gate_, t * static_cast<size_t>(c.d_ff) * f));
+  TKV_RETURN_IF_ERROR(ensure(ff_up_, t * static_cast<size_t>(c.d_ff) * f));
+  TKV_RETURN_IF_ERROR(ensure(pos_, t * 4));
+  TKV_RETURN_IF_ERROR(ensure(slots_, t * 4));
+  TKV_RETURN_IF_ERROR(ensure(seq_lens_, t * 4));
+  TKV_RETURN_IF_ERROR(ensure(rows_, t * 4));
+  TKV_RETURN_IF_ERROR(ensure(logits_in_, t * d * f));
+  TKV_RETURN_IF_ERROR(ensure(logits_, t * static_cast<size_t>(c.n_vocab) * f));
+  cap_ = static_cast<int64_t>(t);
+  return Status();
+}
+
+// Per token of the batch: its slot (page * page_size + offset) for the encode, and a
+// block-table row (its slice's pages) with seq_len = position + 1 for attention.
+Status CudaForward::build_tables(const Batch& b, const Workspace& ws, const kv::KvCache& cache) {
+  const int64_t n = b.n_tokens(), ps = kv_format_.page_size;
+  int64_t stride = 1;
+  for (const BatchSlice& s : b.slices)
+    stride = std::max(stride, (ws.pos[static_cast<size_t>(s.first)] + s.n + ps - 1) / ps);
+  page_stride_ = static_cast<int>(stride);
+  max_seq_len_ = 0;
+  host_tables_.assign(static_cast<size_t>(2 * n + n * stride), 0);
+  int32_t* slots = host_tables_.data();
+  int32_t* lens = slots + n;
+  int32_t* pages = lens + n;
+  for (const BatchSlice& s : b.slices) {
+    const int64_t pos0 = ws.pos[static_cast<size_t>(s.first)];
+    const kernels::KvView view = cache.view(0, s.seq, pos0 + s.n);
+    if (view.n_segs != 1 || view.segs[0].pos0 != 0)
+      return make_error(StatusCode::kInternal, "[cuda] sequence {} has {} KV segments", s.seq,
+                        view.n_segs);
+    const int32_t* ids = view.segs[0].page_ids;
+    const int64_t n_pages = (pos0 + s.n + ps - 1) / ps;
+    for (int64_t j = 0; j < s.n; ++j) {
+      const int64_t i = s.first + j, p = pos0 + j;
+      slots[i] = static_cast<int32_t>(ids[p / ps] * ps + p % ps);
+      lens[i] = static_cast<int32_t>(p + 1);
+      std::copy(ids, ids + n_pages, pages + i * stride);
+    }
+    max_seq_len_ = std::max<int>(max_seq_len_, static_cast<int>(pos0 + s.n));
+  }
+  TKV_RETURN_IF_ERROR(ensure(pages_, static_cast<size_t>(n * stride) * 4));
+  const size_t nb = static_cast<size_t>(n) * 4;
+  TKV_RETURN_IF_ERROR(
+      ck(cudaMemcpyAsync(I(slots_), slots, nb, cudaMemcpyHostToDevice, stream_), "[cuda] slots"));
+  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(seq_lens_), lens, nb, cudaMemcpyHostToDevice, stream_),
+                         "[cuda] seq_lens"));
+  return ck(cudaMemcpyAsync(I(pages_), pages, nb * static_cast<size_t>(stride),
+                            cudaMemcpyHostToDevice, stream_),
+            "[cuda] page table");
+}
+
+Status CudaForward::gemv(const DevMatrix& m, const float* x, float* y, int64_t n) {
+  for (int64_t t0 = 0; t0 < n; t0 += kernels::kGemvMaxTokens) {
+    kernels::GemvCudaParams p;
+    p.w = m.buf.data();
+    p.type = m.type;
+    p.n_in = m.n_in;
+    p.n_out = m.n_out;
+    p.n_tokens = static_cast<int>(std::min<int64_t>(kernels::kGemvMaxTokens, n - t0));
+    p.x = x + t0 * m.n_in;
+    p.y = y + t0 * m.n_out;
+    p.sm_count = sm_count_;
+    TKV_RETURN_IF_ERROR(kernels::gemv_cuda(p, stream_));
+  }
+  return Status();
+}
+
+Status CudaForward::attention(int il, int64_t n) {
+  const ModelConfig& c = cfg_;
+  kernels::KvEncodeCudaParams ep;
+  ep.cache = paged(il);
+  ep.n_tokens = static_cast<int>(n);
+  ep.k = F(k_);
+  ep.v = F(v_);
+  ep.slot_mapping = I(slots_);
+  TKV_RETURN_IF_ERROR(kernels::kvcodec_encode_cuda(ep, stream_));
+  kernels::DecodeCudaParams p;
+  p.kv = paged(il);
+  p.n_seqs = static_cast<int>(n);
+  p.n_heads = c.n_heads;
+  p.max_seq_len = max_seq_len_;
+  p.softmax_scale = attn_scale_;
+  // fp32 q and out (the general kernel): bf16 ones cost SmolLM2 a mean KL of 0.004-0.1
+  p.q_f32 = F(q_);
+  p.out_f32 = F(attn_);
+  p.sm_count = sm_count_;
+  const int64_t ws_bytes = kernels::decode_workspace_bytes(p);
+  TKV_RETURN_IF_ERROR(ensure(attn_ws_, static_cast<size_t>(ws_bytes)));
+  p.workspace = attn_ws_.data();
+  p.workspace_bytes = static_cast<int64_t>(attn_ws_.bytes());
+  return kernels::decode_attention_cuda(p, stream_);
+}
+
+Status CudaForward::layer_forward(int il, int64_t n) {
+  const ModelConfig& c = cfg_;
+  const DevLayer& D = layers_[static_cast<size_t>(il)];
+  const int64_t d = c.d_model, hd = c.head_dim;
+  const int64_t q_dim = int64_t{c.n_heads} * hd, kv_dim = int64_t{c.n_kv_heads} * hd;
+  float *x = F(x_), *h = F(h_), *q = F(q_), *k = F(k_), *v = F(v_);
+  cudaStream_t s = stream_;
+  TKV_RETURN_IF_ERROR(
+      ck(kernels::rms_norm_cuda(x, D.attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  TKV_RETURN_IF_ERROR(gemv(D.wq, h, q, n));
+  TKV_RETURN_IF_ERROR(gemv(D.wk, h, k, n));
+  TKV_RETURN_IF_ERROR(gemv(D.wv, h, v, n));
+  if (D.bq) {
+    TKV_RETURN_IF_ERROR(ck(kernels::add_bias_cuda(q, D.bq, n, q_dim, s), "[cuda] bias"));
+    TKV_RETURN_IF_ERROR(ck(kernels::add_bias_cuda(k, D.bk, n, kv_dim, s), "[cuda] bias"));
+    TKV_RETURN_IF_ERROR(ck(kernels::add_bias_cuda(v, D.bv, n, kv_dim, s), "[cuda] bias"));
+  }
+  if (c.qk_norm) {
+    TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(q, D.q_norm, q, n * c.n_heads, hd, c.rms_eps, s),
+                           "[cuda] q norm"));
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::rms_norm_cuda(k, D.k_norm, k, n * c.n_kv_heads, hd, c.rms_eps, s),
+           "[cuda] k norm"));
+  }
+  const float base = c.layer_rope_base[static_cast<size_t>(il)];
+  TKV_RETURN_IF_ERROR(ck(kernels::rope_cuda(q, I(pos_), n, c.n_heads, hd, c.n_rot, base,
+                                            c.rope_freq_scale, c.rope_mode, s),
+                         "[cuda] rope"));
+  TKV_RETURN_IF_ERROR(ck(kernels::rope_cuda(k, I(pos_), n, c.n_kv_heads, hd, c.n_rot, base,
+                                            c.rope_freq_scale, c.rope_mode, s),
+                         "[cuda] rope"));
+  if (D.k_center)  // key centering (model.h): the same constant for every position
+    TKV_RETURN_IF_ERROR(ck(kernels::add_bias_cuda(k, D.k_center, n, kv_dim, s), "[cuda] center"));
+  TKV_RETURN_IF_ERROR(attention(il, n));
+
+  TKV_RETURN_IF_ERROR(gemv(D.wo, F(attn_), h, n));
+  if (c.post_norms)
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::rms_norm_cuda(h, D.post_attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  TKV_RETURN_IF_ERROR(ck(kernels::add_inplace_cuda(x, h, n * d, s), "[cuda] residual"));
+  TKV_RETURN_IF_ERROR(
+      ck(kernels::rms_norm_cuda(x, D.ffn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  TKV_RETURN_IF_ERROR(gemv(D.w_gate, h, F(ff_gate_), n));
+  TKV_RETURN_IF_ERROR(gemv(D.w_up, h, F(ff_up_), n));
+  const int64_t nf = n * c.d_ff;
+  TKV_RETURN_IF_ERROR(ck(c.ffn_act == FfnAct::kSilu
+                             ? kernels::silu_mul_cuda(F(ff_gate_), F(ff_up_), nf, s)
+                             : kernels::gelu_tanh_mul_cuda(F(ff_gate_), F(ff_up_), nf, s),
+                         "[cuda] ffn act"));
+  TKV_RETURN_IF_ERROR(gemv(D.w_down, F(ff_gate_), h, n));
+  if (c.post_norms)
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::rms_norm_cuda(h, D.post_ffn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  return ck(kernels::add_inplace_cuda(x, h, n * d, s), "[cuda] residual");
+}
+
+// Final norm and the vocabulary projection over the wanted rows only; those rows
+// alone come back to the host.
+Status CudaForward::output_logits(const Batch& b, Workspace& ws) {
+  const ModelConfig& c = cfg_;
+  ws.logits_row.assign(b.slices.size(), -1);
+  std::vector<int32_t> rows;
+  for (size_t i = 0; i < b.slices.size(); ++i) {
+    const BatchSlice& s = b.slices[i];
+    if (s.logits == LogitsWanted::kNone) continue;
+    ws.logits_row[i] = static_cast<int64_t>(rows.size());
+    const int64_t n_out = s.logits == LogitsWanted::kAll ? s.n : 1;
+    for (int64_t r = s.first + s.n - n_out; r < s.first + s.n; ++r)
+      rows.push_back(static_cast<int32_t>(r));
+  }
+  const int64_t nr = static_cast<int64_t>(rows.size());
+  if (nr == 0) return ck(cudaStreamSynchronize(stream_), "[cuda] step");
+  TKV_RETURN_IF_ERROR(
+      ck(cudaMemcpyAsync(I(rows_), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream_),
+         "[cuda] rows"));
+  TKV_RETURN_IF_ERROR(
+      ck(kernels::gather_rows_cuda(F(x_), I(rows_), F(logits_in_), nr, c.d_model, stream_),
+         "[cuda] gather"));
+  TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(F(logits_in_), output_norm_, F(logits_in_), nr,
+                                                c.d_model, c.rms_eps, stream_),
+                         "[cuda] output norm"));
+  TKV_RETURN_IF_ERROR(gemv(output_, F(logits_in_), F(logits_), nr));
+  const size_t n_logits = static_cast<size_t>(nr) * static_cast<size_t>(c.n_vocab);
+  if (ws.logits.size() < n_logits) ws.logits.resize(n_logits);
+  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(ws.logits.data(), F(logits_), n_logits * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream_),
+                         "[cuda] logits"));
+  TKV_RETURN_IF_ERROR(ck(cudaStreamSynchronize(stream_), "[cuda] step"));
+  if (c.final_logit_softcap > 0) {
+    const float cap = c.final_logit_softcap;
+    for (size_t i = 0; i < n_logits; ++i) ws.logits[i] = cap * std::tanh(ws.logits[i] / cap);
+  }
+  return Status();
+}
+
+Status CudaForward::run(const Batch& b, Workspace& ws, const kv::KvCache& cache) {
+  const ModelConfig& c = cfg_;
+  const int64_t n = b.n_tokens();
+  if (n > 65535)  // the decode kernel's grid holds at most 65535 "sequences"
+    return invalid_argument("[cuda] a step of {} tokens (at most 65535)", n);
+  TKV_RETURN_IF_ERROR(ensure_workspace(n));
+  // Embedding rows are dequantized on the host and copied (a device gather is next).
+  host_x_.resize(static_cast<size_t>(n * c.d_model));
+  kernels::get_rows(w_.tok_embd, b.tokens.data(), n, host_x_.data());
+  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(F(x_), host_x_.data(), host_x_.size() * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream_),
+                         "[cuda] embeddings"));
+  if (c.embed_scale != 1.0f)
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::scale_inplace_cuda(F(x_), c.embed_scale, n * c.d_model, stream_),
+           "[cuda] embed scale"));
+  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(pos_), ws.pos.data(), static_cast<size_t>(n) * 4,
+                                         cudaMemcpyHostToDevice, stream_),
+                         "[cuda] positions"));
+  TKV_RETURN_IF_ERROR(build_tables(b, ws, cache));
+  for (int il = 0; il < c.n_layers; ++il) TKV_RETURN_IF_ERROR(layer_forward(il, n));
+  return output_logits(b, ws);
+}
+
+}  // namespace tkv::model

@@ -1,0 +1,184 @@
+// The whole model on the GPU (Model::set_backend(kCuda)) against the CPU forward on
+// SmolLM2, per KV scheme (bf16 and every turbo width pair), each against the CPU run
+// of the same scheme: teacher-forced logits over a 169-token text in 64-token
+// prefill chunks (mean KL <= 1e-3, top-1 agreement >= 99 % where the CPU's top-1
+// probability is >= 0.5), then a 32-token greedy decode one token a step (equal, or
+// the first divergence reported). Needs a GPU and the model ($TKV_MODEL_DIR).
+// Status: with the decode kernel's bf16 q/out the GPU path missed the KL goal (H100,
+// docs/bench/cuda-e2e-tests.txt: mean KL 0.018 bf16 ... 0.18 k4v2); the forward now
+// attends with fp32 q/out (DecodeCudaParams::q_f32/out_f32). The assertions stay at the goal.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "kvcache/kv_cache.h"
+#include "model/model.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/model/test_models.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv {
+namespace {
+
+const char* kText =
+    "The history of the printing press begins in the fifteenth century, when Johannes "
+    "Gutenberg combined movable metal type, oil-based inks and a wooden press adapted from "
+    "those used to make wine. Before that, books in Europe were copied by hand, mostly in "
+    "monasteries, and a single Bible could take a scribe more than a year. Within fifty years "
+    "of the first printed Bible, presses were working in more than two hundred cities, and "
+    "millions of books had been printed. Prices fell, literacy rose, and ideas spread faster "
+    "than any ruler or church could control. Scientists shared their results in print, "
+    "merchants used printed forms, and governments printed laws so that everyone could read "
+    "them. Historians still argue about how much the press changed the world, but few doubt "
+    "that it changed how people learned, argued and remembered. The same questions are asked "
+    "today about the internet.";
+
+struct Engine {
+  std::unique_ptr<model::Model> m;
+  std::unique_ptr<kv::KvCache> cache;
+  model::Workspace ws;
+  int seq = -1;
+};
+
+Engine make(const std::string& scheme, bool cuda) {
+  Engine e;
+  auto m = model::Model::load(testing::smollm2_path());
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  e.m = std::move(m).value();
+  kv::CacheOptions o;
+  o.scheme = scheme;
+  o.max_tokens = 1024;
+  o.max_seqs = 2;
+  o.max_chunk_tokens = 512;
+  o.budget_bytes = size_t{1} << 31;
+  auto c = kv::create_cache(e.m->kv_shape(), o);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  e.cache = std::move(c).value();
+  if (cuda) {
+    const Status st = e.m->set_backend(ops::Backend::kCuda, *e.cache);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  e.seq = e.cache->create_seq().value();
+  return e;
+}
+
+// Logits of every position, fed in chunks of `chunk` tokens.
+std::vector<float> teacher_forced(Engine& e, const std::vector<int32_t>& toks, int64_t chunk,
+                                  ThreadPool& pool) {
+  const int64_t nv = e.m->config().n_vocab, n = static_cast<int64_t>(toks.size());
+  std::vector<float> out;
+  for (int64_t p = 0; p < n; p += chunk) {
+    model::Batch b;
+    const int64_t k = std::min(chunk, n - p);
+    b.add(e.seq, toks.data() + p, k, model::LogitsWanted::kAll);
+    const Status st = e.m->forward(b, e.ws, *e.cache, pool);
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (!st.ok()) return {};
+    out.insert(out.end(), e.ws.logits.begin(), e.ws.logits.begin() + k * nv);
+  }
+  return out;
+}
+
+std::vector<double> softmax(const float* x, int64_t n) {
+  const float mx = *std::max_element(x, x + n);
+  std::vector<double> p(static_cast<size_t>(n));
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += p[size_t(i)] = std::exp(double(x[i]) - mx);
+  for (auto& v : p) v /= s;
+  return p;
+}
+
+std::vector<int32_t> greedy(Engine& e, const std::vector<int32_t>& prompt, int n_gen,
+                            ThreadPool& pool) {
+  const int64_t nv = e.m->config().n_vocab;
+  std::vector<int32_t> out;
+  model::Batch b;
+  b.add(e.seq, prompt.data(), static_cast<int64_t>(prompt.size()), model::LogitsWanted::kLast);
+  for (int i = 0; i < n_gen; ++i) {
+    const Status st = e.m->forward(b, e.ws, *e.cache, pool);
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (!st.ok()) break;
+    const float* l = e.ws.slice_logits(0, nv);
+    out.push_back(static_cast<int32_t>(std::max_element(l, l + nv) - l));
+    b.clear();
+    b.add(e.seq, &out.back(), 1, model::LogitsWanted::kLast);
+  }
+  return out;
+}
+
+class ForwardCuda : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ForwardCuda, LogitsMatchCpu) {
+  TKV_SKIP_WITHOUT_GPU();
+  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "no " << testing::smollm2_path();
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  Engine cpu = make(GetParam(), false), gpu = make(GetParam(), true);
+  ASSERT_EQ(gpu.m->backend(), ops::Backend::kCuda);
+  auto tok = tok::Tokenizer::from_gguf(cpu.m->gguf());
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> toks = tok.value()->encode(kText, true, false);
+  ASSERT_GE(toks.size(), 160u);
+  const int64_t nv = cpu.m->config().n_vocab, n = static_cast<int64_t>(toks.size());
+  const auto lc = teacher_forced(cpu, toks, 64, pool), lg = teacher_forced(gpu, toks, 64, pool);
+  ASSERT_EQ(lc.size(), size_t(n * nv));
+  ASSERT_EQ(lg.size(), lc.size());
+  double sum_kl = 0, max_kl = 0;
+  int confident = 0, agree = 0, agree_all = 0;
+  int64_t max_at = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* a = lc.data() + t * nv;
+    const float* b = lg.data() + t * nv;
+    for (int64_t i = 0; i < nv; ++i) ASSERT_TRUE(std::isfinite(b[i])) << "pos " << t << " i " << i;
+    const auto p = softmax(a, nv), q = softmax(b, nv);
+    double kl = 0;
+    for (int64_t i = 0; i < nv; ++i)
+      if (p[size_t(i)] > 0)
+        kl += p[size_t(i)] * std::log(p[size_t(i)] / std::max(q[size_t(i)], 1e-300));
+    sum_kl += kl;
+    if (kl > max_kl) max_kl = kl, max_at = t;
+    const auto ta = std::max_element(a, a + nv) - a, tb = std::max_element(b, b + nv) - b;
+    agree_all += ta == tb;
+    if (p[size_t(ta)] >= 0.5) {
+      ++confident;
+      agree += ta == tb;
+    }
+  }
+  const double mean_kl = sum_kl / double(n);
+  const double top1 = confident ? double(agree) / confident : 1.0;
+  std::printf(
+      "[forward_cuda] %-12s %lld positions: mean KL %.3g, max KL %.3g (pos %lld), "
+      "top-1 %d/%d confident (%.2f %%), %d/%lld all\n",
+      GetParam(), (long long)n, mean_kl, max_kl, (long long)max_at, agree, confident, 100.0 * top1,
+      agree_all, (long long)n);
+  EXPECT_LE(mean_kl, 1e-3);
+  EXPECT_GE(top1, 0.99);
+
+  // Greedy decode from fresh sequences: the prompt's first 100 tokens, then 32 steps.
+  cpu.cache->free_seq(cpu.seq);
+  gpu.cache->free_seq(gpu.seq);
+  cpu.seq = cpu.cache->create_seq().value();
+  gpu.seq = gpu.cache->create_seq().value();
+  const std::vector<int32_t> prompt(toks.begin(), toks.begin() + 100);
+  const auto gc = greedy(cpu, prompt, 32, pool), gg = greedy(gpu, prompt, 32, pool);
+  size_t first = 0;
+  while (first < gc.size() && first < gg.size() && gc[first] == gg[first]) ++first;
+  std::printf("[forward_cuda] %-12s greedy 32: %s (first divergence at %zu)\n", GetParam(),
+              gc == gg ? "equal" : "DIFFERENT", gc == gg ? gc.size() : first);
+  EXPECT_EQ(gc, gg) << "first divergence at generated token " << first;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, ForwardCuda,
+                         ::testing::Values("bf16", "turbo:k8v3", "turbo:k8v4", "turbo:k8v2",
+                                           "turbo:k8v5", "turbo:k8v8", "turbo:k4v3", "turbo:k4v2",
+                                           "turbo:k4v4", "turbo:k5v3", "turbo:k2v2"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string s = i.param;
+                           std::replace(s.begin(), s.end(), ':', '_');
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace tkv
