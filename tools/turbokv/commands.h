@@ -31,7 +31,7 @@ struct CommonOptions {
   std::string prompt_cache;       // --prompt-cache DIR (generate, chat, serve); empty = off
   std::string prompt_cache_size;  // --prompt-cache-size SIZE; empty = the engine's default
   std::string draft_model;        // --draft-model (set by finish_spec; resolved path)
-  std::string device = "cpu";  // --device cpu | cuda
+  std::string device = "cpu";     // --device cpu | cuda
 };
 void add_common_options(CLI::App* app, CommonOptions& o);
 // --prompt-cache DIR and --prompt-cache-size SIZE (generate, chat, serve).
