@@ -16,9 +16,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "eval/kl.h"
 #include "runtime/engine.h"
+#include "tests/sanitized.h"
 
 namespace tkv {
 namespace {
@@ -230,6 +232,11 @@ TEST_F(KvE2e, FusedMatchesReferencePath) {
   } cases[] = {
       {"turbo", 0.06}, {"turbo:k8v8", 0.02}, {"bf16", 0.02}, {"f16", 0.02}, {"turbo:k4v2", -1}};
   for (const auto& [scheme, max_kl] : cases) {
+    // Under the sanitizers (memory and UB; the numerics are the release run's) the
+    // float and the k8v8 pages are left out: bf16 and turbo take the same paths.
+    if (testing::kSanitized &&
+        (std::string(scheme) == "f16" || std::string(scheme) == "turbo:k8v8"))
+      continue;
     auto fu = engine(scheme, ops::AttnMode::kVerify, 8);
     auto re = engine(scheme, ops::AttnMode::kReference, 8);
     ASSERT_TRUE(fu && re);
