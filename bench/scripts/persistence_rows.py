@@ -17,13 +17,27 @@ def num(pattern, text):
 
 
 def steps(path):
-    return {s["step"]: s for s in map(json.loads, open(path))}
+    """The point's steps; a step whose request failed was recorded with no result
+    (`"r": }`) and is left out, so the rows that need it are left out too."""
+    out = {}
+    for line in open(path):
+        try:
+            s = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        out[s["step"]] = s
+    return out
 
 
 rows = []
 for done in sorted(glob.glob(f"{out}/*.jsonl.done")):
     meta = json.load(open(done))
     st = steps(done[: -len(".done")])
+    need = ("save", "load-warm", "load-cold") if "-session-" in done else ("cold", "save")
+    if any(k not in st for k in need):
+        print(f"skipped {os.path.basename(done[: -len('.done')])}: a request failed (see its log)",
+              file=sys.stderr)
+        continue
     base = {k: meta[k] for k in ("engine", "model", "scheme", "prompt_tokens")}
     if "-session-" in done:  # turbokv generate --save-session / --load-session
         save = st["save"]["r"]["stderr"]

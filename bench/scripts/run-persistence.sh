@@ -13,7 +13,7 @@
 # Writes docs/bench/persistence.json and prints the table (docs/bench/persistence.md is
 # written by hand around it).
 #   bench/scripts/run-persistence.sh [MODEL...]   (smollm2 | qwen2.5-1.5b; default both, fetched if missing)
-# env: T=2 PROMPTS=2048,8192 SCHEMES="bf16 turbo turbo:k4v3" VIAS="session slot prompt-cache"
+# env: T=2 PROMPTS=2048,8000 SCHEMES="bf16 turbo turbo:k4v3" VIAS="session slot prompt-cache"
 #      ENGINES="turbokv llama.cpp" COLD=auto|drop|fadvise|none OUT_DIR=dir (resumable)
 #      JSON_OUT=docs/bench/persistence.json TKV_BIN TKV_PEER_DIR TKV_MODEL_DIR
 # KV types for llama.cpp: bf16 -> f16/f16, turbo (k8v3) -> q8_0/q4_0, turbo:k4v3 -> q4_0/q4_0.
@@ -26,7 +26,7 @@
 #   JSON_OUT=/tmp/p.json bench/scripts/run-persistence.sh smollm2
 set -euo pipefail
 source "$(dirname "$0")/servers.sh"
-T="${T:-2}"; PROMPTS="${PROMPTS:-2048,8192}"; SCHEMES="${SCHEMES:-bf16 turbo turbo:k4v3}"
+T="${T:-2}"; PROMPTS="${PROMPTS:-2048,8000}"; SCHEMES="${SCHEMES:-bf16 turbo turbo:k4v3}"
 VIAS="${VIAS:-session slot prompt-cache}"; ENGINES="${ENGINES:-turbokv llama.cpp}"; COLD="${COLD:-auto}"
 if [ "$COLD" = auto ]; then
   COLD=fadvise; [ -w /proc/sys/vm/drop_caches ] && COLD=drop
@@ -125,7 +125,9 @@ i=0
 for name in "${MODELS[@]}"; do
   ensure_model "$name"; gguf="$(gguf_of "$name")"
   for n in ${PROMPTS//,/ }; do
-    ctx=$(( n + 64 )); prompt="$OUT/prompt-$name-$n.txt"
+    # Room past the prompt (llama-server caps -c at the model's training context: SmolLM2
+    # has 8192, hence the 8000-token long prompt).
+    ctx=$(( n + 256 )); prompt="$OUT/prompt-$name-$n.txt"
     if [ ! -s "$prompt" ]; then  # exactly n tokens of random words, counted by the server
       start_server "$OUT/prompt-$name-$n.log" turbokv -m "$gguf" -t "$T" -c "$ctx" --parallel 1
       "${HTTP[@]}" prompts "$URL" "$n" 1 "$n" "$prompt" --text > /dev/null; stop_server
