@@ -57,6 +57,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   // disk prompt cache outlives the process, so its keys hash the model's content.
   if (!o.prompt_cache_dir.empty()) {
     TKV_ASSIGN_OR_RETURN(const uint64_t id, model_identity(e->model_->gguf()));
+    e->model_id_ = id;  // the snapshot header reuses it
     e->kv_namespace_ = kv::make_prefix_namespace(fmt::format("{:016x}", id), base, o.key_center);
   } else if (e->opts_.prefix_cache) {
     e->kv_namespace_ = kv::make_prefix_namespace(

@@ -131,7 +131,8 @@ class EngineLoop {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<kv::KvCache> cache_;
-  uint64_t kv_namespace_ = 0;  // prefix keys: of the cache, and of prompt_dir_
+  uint64_t kv_namespace_ = 0;         // prefix keys: of the cache, and of prompt_dir_
+  std::optional<uint64_t> model_id_;  // model_identity when create hashed it (--prompt-cache)
   std::unique_ptr<kv::PromptDir> prompt_dir_;
   std::unique_ptr<spec::DraftModel> draft_;  // --draft-model; engine thread only after create  //
                                              // --prompt-cache; written by its own thread

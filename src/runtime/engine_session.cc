@@ -23,7 +23,11 @@ Result<kv::SnapshotHeader> EngineLoop::snapshot_header() const {
   if (!snap_header_) {
     snap_header_ = [&]() -> Result<kv::SnapshotHeader> {
       TKV_ASSIGN_OR_RETURN(kv::SnapshotHeader h, cache_->snapshot_header());
-      TKV_ASSIGN_OR_RETURN(h.model_id, model_identity(model_->gguf()));
+      if (model_id_) {
+        h.model_id = *model_id_;  // hashed by create (--prompt-cache): not twice
+      } else {
+        TKV_ASSIGN_OR_RETURN(h.model_id, model_identity(model_->gguf()));
+      }
       h.key_center = opts_.key_center;
       return h;
     }();
