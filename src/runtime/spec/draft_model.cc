@@ -2,6 +2,7 @@
 #include "runtime/spec/draft_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tkv::runtime::spec {
 namespace {
@@ -96,8 +97,13 @@ std::vector<int32_t> DraftModelDrafter::propose(const std::vector<int32_t>& toke
   }
   held_ = tokens;
   for (int i = 0; i < max_k; ++i) {
-    const auto best =
-        static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    const auto top = std::max_element(logits_.begin(), logits_.end());
+    const auto best = static_cast<int32_t>(top - logits_.begin());
+    // The draft's own probability of its guess: below min_prob_ the guess is more likely
+    // rejected than kept, and on a CPU every drafted token costs target compute.
+    double z = 0;
+    for (const float l : logits_) z += std::exp(static_cast<double>(l - *top));
+    if (1.0 / z < min_prob_) break;
     out.push_back(best);
     if (i + 1 == max_k) break;
     if (!dm_->forward(seq_, &best, 1, &logits_).ok()) break;

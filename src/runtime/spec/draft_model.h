@@ -49,15 +49,21 @@ class DraftModel {
   model::Batch batch_;
 };
 
+// A draft token whose probability under the draft model is below this ends the draft
+// there (llama.cpp's --spec-draft-p-min has the same role).
+inline constexpr double kMinDraftProb = 0.6;
+
 class DraftModelDrafter final : public Drafter {
  public:
-  explicit DraftModelDrafter(DraftModel* dm) : dm_(dm) {}
+  explicit DraftModelDrafter(DraftModel* dm, double min_prob = kMinDraftProb)
+      : dm_(dm), min_prob_(min_prob) {}
   ~DraftModelDrafter() override;
   std::vector<int32_t> propose(const std::vector<int32_t>& tokens, int max_k) override;
   int kv_seq() const { return seq_; }  // the draft cache's sequence (-1 before the first call)
 
  private:
   DraftModel* dm_;
+  double min_prob_;
   int seq_ = -1;
   std::vector<int32_t> held_;  // the tokens whose KV seq_ holds
   std::vector<float> logits_;
