@@ -106,7 +106,7 @@ json ResponseBuilder::delta_chunk(int index, const std::string& text, const json
   return c;
 }
 
-json ResponseBuilder::finish_chunk(int index, FinishReason f) const {
+json ResponseBuilder::finish_chunk(int index, FinishReason f, const turbokv::Timings& t) const {
   json c = envelope(true);
   json choice = {
       {"index", index}, {"logprobs", nullptr}, {"finish_reason", nullable(openai_finish(f))}};
@@ -116,7 +116,24 @@ json ResponseBuilder::finish_chunk(int index, FinishReason f) const {
     choice["text"] = "";
   c["choices"] = json::array({choice});
   if (g_.include_usage) c["usage"] = nullptr;
+  c["timings"] = timings(t);
   return c;
+}
+
+json ResponseBuilder::timings(const turbokv::Timings& t) {
+  const auto rate = [](int64_t n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
+  const auto per_token = [](int64_t n, double ms) { return n > 0 ? ms / n : 0.0; };
+  return {{"cache_n", t.cached_tokens},
+          {"prompt_n", t.prefill_tokens},
+          {"prompt_ms", t.prefill_ms},
+          {"prompt_per_token_ms", per_token(t.prefill_tokens, t.prefill_ms)},
+          {"prompt_per_second", rate(t.prefill_tokens, t.prefill_ms)},
+          {"predicted_n", t.decode_tokens},
+          {"predicted_ms", t.decode_ms},
+          {"predicted_per_token_ms", per_token(t.decode_tokens, t.decode_ms)},
+          {"predicted_per_second", rate(t.decode_tokens, t.decode_ms)},
+          {"draft_n", t.drafted_tokens},
+          {"draft_n_accepted", t.accepted_tokens}};
 }
 
 json ResponseBuilder::usage_chunk(const json& u) const {
@@ -154,6 +171,7 @@ json ResponseBuilder::full(const std::vector<ChoiceResult>& choices, const json&
   }
   body["choices"] = list;
   body["usage"] = u;
+  if (!choices.empty()) body["timings"] = timings(choices[0].timings);
   return body;
 }
 

@@ -19,6 +19,7 @@ struct ChoiceResult {
   turbokv::FinishReason finish = turbokv::FinishReason::kNone;
   int64_t tokens = 0;  // streamed (generated) tokens
   int64_t cached_tokens = 0;
+  turbokv::Timings timings;  // the final event's
 };
 
 class ResponseBuilder {
@@ -30,11 +31,14 @@ class ResponseBuilder {
   // Stream chunks. delta_chunk: text (chat: first with the role), logprobs or null.
   nlohmann::json delta_chunk(int index, const std::string& text, const nlohmann::json& logprobs,
                              bool with_role) const;
-  nlohmann::json finish_chunk(int index, turbokv::FinishReason f) const;
+  nlohmann::json finish_chunk(int index, turbokv::FinishReason f, const turbokv::Timings& t) const;
   nlohmann::json usage_chunk(const nlohmann::json& usage) const;
   // The non-streamed body.
   nlohmann::json full(const std::vector<ChoiceResult>& choices, const nlohmann::json& usage) const;
   nlohmann::json usage(const std::vector<ChoiceResult>& choices) const;
+  // llama-server's `timings` object (prompt_n/ms, predicted_n/ms and their rates, cache_n,
+  // draft_n, draft_n_accepted) from one choice's engine timings.
+  static nlohmann::json timings(const turbokv::Timings& t);
 
  private:
   nlohmann::json envelope(bool chunk) const;

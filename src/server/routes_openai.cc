@@ -31,6 +31,7 @@ json absorb(const GenRequest& g, const ResponseBuilder& rb, const ChoiceEvent& c
   if (ce.ev.is_final()) {
     c.finish = ce.ev.finish;
     c.cached_tokens = ce.ev.timings.cached_tokens;
+    c.timings = ce.ev.timings;
   }
   return lp;
 }
@@ -94,8 +95,9 @@ bool stream(const GenRequest& g, Generation& gen, const ResponseBuilder& rb,
     if (!ce.ev.text.empty() || !lp.is_null())
       if (!write_ok(sse_data(sink, rb.delta_chunk(ce.index, ce.ev.text, lp, false)))) return false;
     if (ce.ev.is_final()) {
-      const json chunk = openai_finish(ce.ev.finish) ? rb.finish_chunk(ce.index, ce.ev.finish)
-                                                     : error_json(ended_error(ce.ev));
+      const json chunk = openai_finish(ce.ev.finish)
+                             ? rb.finish_chunk(ce.index, ce.ev.finish, ce.ev.timings)
+                             : error_json(ended_error(ce.ev));
       if (!write_ok(sse_data(sink, chunk))) return false;
     }
     last_write = std::chrono::steady_clock::now();

@@ -64,10 +64,24 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertTrue(1 <= u.completion_tokens <= 24)
         self.assertEqual(u.total_tokens, u.prompt_tokens + u.completion_tokens)
         self.assertIsNotNone(u.prompt_tokens_details.cached_tokens)
+        # llama-server's timings object beside the usage: prompt tokens computed + reused
+        # = the prompt; the decode rate over the tokens sampled after the first (an end
+        # token is sampled but not streamed).
+        t = full.model_extra["timings"]
+        self.assertEqual(t["prompt_n"] + t["cache_n"], u.prompt_tokens)
+        self.assertEqual(t["cache_n"], u.prompt_tokens_details.cached_tokens)
+        self.assertTrue(0 <= t["predicted_n"] <= u.completion_tokens)
+        if t["predicted_n"] > 0:
+            self.assertAlmostEqual(t["predicted_per_second"],
+                                   t["predicted_n"] * 1000 / t["predicted_ms"], places=3)
+        self.assertEqual((t["draft_n"], t["draft_n_accepted"]), (0, 0))
         text, finish, usage, roles = "", None, None, []
         for chunk in self.chat(q, max_tokens=24, temperature=0, stream=True,
                                stream_options={"include_usage": True}):
             self.assertEqual(chunk.object, "chat.completion.chunk")
+            if chunk.choices and chunk.choices[0].finish_reason:
+                ts = chunk.model_extra["timings"]  # the finish chunk carries its choice's
+                self.assertEqual(ts["prompt_n"] + ts["cache_n"], u.prompt_tokens)
             if chunk.usage is not None:
                 usage = chunk.usage
                 self.assertEqual(chunk.choices, [])
@@ -301,6 +315,9 @@ class SpeculativeServeTest(unittest.TestCase):
                 m = srv.metrics()
                 drafted[mode] = (m["turbokv:spec_decode_num_draft_tokens_total"],
                                  m["turbokv:spec_decode_num_accepted_tokens_total"])
+                # One request: its timings count the same drafts as the server's counters.
+                t = r.model_extra["timings"]
+                self.assertEqual((t["draft_n"], t["draft_n_accepted"]), drafted[mode])
             finally:
                 self.assertEqual(srv.terminate(), 0, srv.output())
         self.assertEqual(outs["ngram"], outs["none"])
