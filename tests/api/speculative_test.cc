@@ -139,7 +139,9 @@ TEST(Speculative, SamplingKeepsTheDistribution) {
   c.page_size = 16;  // the prompt's full pages come from the prefix cache
   auto eng = make_engine(c);
   ASSERT_TRUE(eng);
-  const int n_runs = kSanitized ? 100 : 200;
+  // Under the sanitizers fewer seeds: the test keeps its bound (rare tokens are pooled)
+  // but loses power; the release build's 200 a side is the real check.
+  const int n_runs = kSanitized ? 48 : 200;
   std::map<int32_t, int> counts[2];
   int64_t drafted = 0, accepted = 0;
   for (int spec = 0; spec < 2; ++spec) {
