@@ -69,7 +69,7 @@ for scheme in $SCHEMES; do
 done
 
 python3 - "$OUT" "${JSON_OUT:-$ROOT/docs/bench/speculative.json}" "$T" "$MAX_TOKENS" "$SPEC_MAX" <<'EOF'
-import glob, json, platform, subprocess, sys
+import glob, json, platform, sys
 out, dst, threads, max_tokens, spec_max = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 rows = []
 for f in sorted(glob.glob(f"{out}/*.json")):
