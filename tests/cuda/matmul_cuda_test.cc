@@ -4,10 +4,14 @@
 // tall matrix per type (many stages per block). Weights are random valid blocks uploaded
 // through PinnedStaging in small chunks; y is poisoned with NaN first, so every element must
 // be written. Bound, per output (u = 2^-24, gamma = n_in u / (1 - n_in u) + u):
-//   quantized weights: x is rounded to int8 per 32-element unit, |x_i - xq_i| <= e_i =
-//   0.501 amax_unit / 127 (half a step, plus the step's own rounding); the weights split as
-//   w_i = dq_i + mn_i (mn: the min term of Q4_1/Q4_K/Q5_K, which meets the unrounded x), so
-//   |y - ref| <= sum_i |dq_i| e_i + gamma * sum_i (|dq_i| (|x_i| + e_i) + |mn_i x_i|);
+//   quantized weights: x is rounded to int8 as the CPU matmul rounds it for that weight
+//   format (per 32 with an fp16 scale, K-quants per 256 with an fp32 scale), |x_i - xq_i|
+//   <= e_i = c amax_block / 127 (c = 0.501: half a step plus the step's own rounding; 0.564
+//   with the fp16 scale, which moves every step by up to 127 * 2^-11 of one); the min terms
+//   (mn_i: Q4_1/Q4_K/Q5_K) meet the quantized x too, and for Q4_1 its sum is rounded to
+//   fp16 (2^-11 (|x_i| + e_i) more per element), so
+//   |y - ref| <= sum_i (|dq_i| + |mn_i|) e_i [+ |mn_i| 2^-11 (|x_i| + e_i)]
+//               + gamma * sum_i (|dq_i| + |mn_i|) (|x_i| + e_i);
 //   float weights: e = 0, dq = w: fp32 accumulation of n_in products in any order plus the
 //   reference's rounding to fp32 (Higham's gamma, recursive or tree summation alike).
 #include <gtest/gtest.h>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "device/cuda_upload.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul_cuda/matmul_cuda.h"
@@ -117,16 +122,20 @@ void check(Type t, const Shape& s, std::mt19937& rng, device::PinnedStaging& sta
     kernels::dequantize_row(t, w_nomin.data() + rb * o, dq.data(), s.n_in);
     for (int tk = 0; tk < s.n_tokens; ++tk) {
       const float* xt = x.data() + tk * s.n_in;
-      for (int64_t b = 0; b < s.n_in; b += 32) {
+      const bool k_quant = t == Type::kQ4_K || t == Type::kQ5_K || t == Type::kQ6_K;
+      const int64_t blk = k_quant ? 256 : 32;
+      const double c = k_quant ? 0.501 : 0.564, u16 = std::ldexp(1.0, -11);
+      for (int64_t b = 0; b < s.n_in; b += blk) {
         double amax = 0.0;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, (double)std::fabs(xt[b + i]));
-        for (int i = 0; i < 32; ++i) e[b + i] = quant ? (float)(0.501 * amax / 127.0) : 0.0f;
+        for (int64_t i = 0; i < blk; ++i) amax = std::max(amax, (double)std::fabs(xt[b + i]));
+        for (int64_t i = 0; i < blk; ++i) e[b + i] = quant ? (float)(c * amax / 127.0) : 0.0f;
       }
       double mag = 0.0, qerr = 0.0;
       for (int64_t i = 0; i < s.n_in; ++i) {
         const double d = std::fabs((double)dq[i]), mn = std::fabs((double)row[i] - dq[i]);
-        mag += d * (std::fabs(xt[i]) + e[i]) + mn * std::fabs(xt[i]);
-        qerr += d * e[i];
+        const double xe = std::fabs(xt[i]) + e[i];
+        mag += (d + mn) * xe;
+        qerr += (d + mn) * e[i] + (t == Type::kQ4_1 ? mn * u16 * xe : 0.0);
       }
       const size_t k = (size_t)(tk * s.n_out + o);
       ASSERT_TRUE(std::isfinite(y[k])) << "y[" << tk << ", " << o << "] not written or not finite";
@@ -155,6 +164,60 @@ TEST(MatmulCuda, MatchesReferencePerTypeAndShape) {
     check(t, {k_quant ? 1536 : 576, 20011, 1}, rng, staging, &worst);
     check(t, {k_quant ? 1536 : 576, 20011, 3}, rng, staging, &worst);
     std::printf("%-5s max |err| / bound %.3g\n", ggml::traits(t).name.data(), worst);
+  }
+}
+
+// The GPU quantizes x exactly as the CPU matmul does (same int8 values, same scales), so
+// against matmul_cpu only fp32 rounding differs: a few roundings per block product and the
+// sum of at most n_in / 16 such products (any order), each side: |err| <= 2 (n_in / 16 + 4)
+// u sum |w| |x|, about 5x below the gap an unrounded (fp32 instead of fp16) activation scale
+// leaves and ~50x below different roundings of x (a random walk of 512 half-steps). x has
+// outliers and an exact |x| tie of opposite signs in one 256-block (the K-quant scale
+// takes the first one's sign).
+TEST(MatmulCuda, SameIntegersAsTheCpuMatmul) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  device::PinnedStaging staging;
+  ThreadPool pool(2);
+  const int64_t n_in = 512, n_out = 67;
+  const int n_tokens = 3;
+  const double tol = 2 * (n_in / 16 + 4) * std::ldexp(1.0, -24);
+  for (Type t : kTypes) {
+    if (t == Type::kF32 || t == Type::kF16 || t == Type::kBF16) continue;
+    SCOPED_TRACE(std::string(ggml::traits(t).name));
+    const std::vector<uint8_t> w = random_weights(t, n_in, n_out, rng);
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    std::vector<float> x((size_t)(n_in * n_tokens));
+    for (float& v : x) v = n01(rng);
+    x[5] = -9.5f, x[100] = 9.5f, x[300] = 6.0f, x[n_in + 7] = -12.0f;
+    kernels::WeightView wv{w.data(), t, n_in, n_out};
+    std::vector<float> cpu((size_t)(n_out * n_tokens)), ref(cpu.size());
+    kernels::matmul_cpu(wv, x.data(), cpu.data(), n_tokens, pool);
+    auto dw = device::upload_to_device(w.data(), w.size(), staging);
+    ASSERT_TRUE(dw.ok());
+    DeviceBuffer<float> dx, dy(cpu.size());
+    dx.upload(x);
+    kernels::GemvCudaParams p;
+    p.w = dw.value().data(), p.type = t, p.n_in = n_in, p.n_out = n_out;
+    p.n_tokens = n_tokens, p.x = dx.get(), p.y = dy.get();
+    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+    const std::vector<float> y = dy.download();
+    std::vector<float> row((size_t)n_in);
+    double worst = 0;
+    for (int64_t o = 0; o < n_out; ++o) {
+      kernels::dequantize_row(t, w.data() + ggml::row_bytes(t, n_in) * o, row.data(), n_in);
+      for (int tk = 0; tk < n_tokens; ++tk) {
+        double mag = 0;  // |w| (|x| + a step): the products' size
+        for (int64_t i = 0; i < n_in; ++i)
+          mag += std::fabs((double)row[i]) * (std::fabs(x[tk * n_in + i]) + 0.1);
+        const size_t k = (size_t)(tk * n_out + o);
+        const double err = std::fabs((double)y[k] - cpu[k]), bound = tol * mag;
+        ASSERT_LE(err, bound) << "y[" << tk << ", " << o << "] gpu " << y[k] << " cpu " << cpu[k];
+        worst = std::max(worst, err / bound);
+      }
+    }
+    std::printf("%-5s GPU vs CPU matmul: max |err| / bound %.3g\n", ggml::traits(t).name.data(),
+                worst);
   }
 }
 

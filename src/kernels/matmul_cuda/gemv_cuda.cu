@@ -3,9 +3,9 @@
 // rows' byte range (whole 32-byte sectors whatever the block size; bytes in flight need no
 // registers). Thread u of the block owns 32-element units u, u + threads, ... of every
 // row and holds x of those units for token_chunk tokens in registers (quantized weights:
-// x as int8 per unit, q8_1-style, for dp4a), so x is read once per block while the weights
-// stream past. Per-row sums: warp shuffles, then the warps' partials added in warp order
-// (deterministic).
+// x as int8 per unit, quantized as the CPU quantizes it, for dp4a), so x is read once per block
+// while the weights stream past. Per-row sums: warp shuffles, then the warps' partials added in
+// warp order (deterministic).
 #include "kernels/matmul_cuda/gemv_decode_cuda.cuh"
 #include "kernels/matmul_cuda/matmul_cuda.h"
 
@@ -61,32 +61,65 @@ __device__ __forceinline__ void load_x32(const float* x, bool ok, float (&v)[32]
 }
 
 // x of one 32-element unit for one token, as the kernel holds it. Quantized weights: int8
-// r_i = round(x_i * 127 / amax) packed four to a word, s = amax / 127, minus kOffset times
-// the halves' sums of r (so d * (q - kOffset) needs no per-element subtraction), and the
-// fp32 sum of x for the formats with a min. Float weights: the 32 floats.
+// r_i packed four to a word with the scale s, quantized as the CPU matmul quantizes
+// activations for that weight format (F::kAct, see gemv_decode_cuda.cuh), minus kOffset
+// times the halves' sums of r (so d * (q - kOffset) needs no per-element subtraction),
+// and for the formats with a min the activation sum the CPU uses (s * sum(r), fp16 for
+// kQ8_1). Float weights: the 32 floats.
 template <class F, bool Q = F::kQuant>
 struct XUnit {
   uint32_t r[8];
   float s, sum;
   int off0, off1;
+  // Every lane of the warp calls load together (kQ8_K reduces over 8 lanes: the 8 units of
+  // a 256-block are held by 8 consecutive lanes; n_in is a multiple of 256 for those formats).
   __device__ __forceinline__ void load(const float* x, bool ok) {
     float v[32];
     load_x32(x, ok, v);
-    float amax = 0.f, sum_x = 0.f;
+    float amax = 0.f;
 #pragma unroll
-    for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(v[e])), sum_x += v[e];
-    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(v[e]));
+    float scale, inv;
+    if constexpr (F::kAct == ActMode::kQ8_K) {
+      // The block's first element of largest magnitude (lowest lane wins a tie): its sign
+      // is the sign of the scale.
+      float first = 0.f;
+#pragma unroll
+      for (int e = 31; e >= 0; --e)
+        if (fabsf(v[e]) == amax) first = v[e];
+      float bmax = amax;
+      int src = threadIdx.x % 32;
+#pragma unroll
+      for (int o = 1; o < 8; o *= 2) {
+        const float om = __shfl_xor_sync(0xffffffffu, bmax, o);
+        const int os = __shfl_xor_sync(0xffffffffu, src, o);
+        if (om > bmax || (om == bmax && os < src)) bmax = om, src = os;
+      }
+      first = __shfl_sync(0xffffffffu, first, src);
+      inv = bmax > 0.f ? -127.f / first : 0.f;
+      scale = bmax > 0.f ? 1.f / inv : 0.f;
+    } else {
+      inv = amax > 0.f ? 127.f / amax : 0.f;
+      scale = amax / 127.f;
+    }
     int h0 = 0, h1 = 0;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       int q[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) q[i] = __float2int_rn(v[4 * k + i] * inv);
+      for (int i = 0; i < 4; ++i) q[i] = min(127, __float2int_rn(v[4 * k + i] * inv));
       (k < 4 ? h0 : h1) += q[0] + q[1] + q[2] + q[3];
       r[k] = (uint32_t)(q[0] & 0xff) | ((uint32_t)(q[1] & 0xff) << 8) |
              ((uint32_t)(q[2] & 0xff) << 16) | ((uint32_t)q[3] << 24);
     }
-    s = amax / 127.f, sum = sum_x, off0 = -F::kOffset * h0, off1 = -F::kOffset * h1;
+    if constexpr (F::kAct == ActMode::kQ8_K) {
+      s = scale, sum = scale * (float)(h0 + h1);
+    } else {
+      s = __half2float(__float2half_rn(scale));
+      sum = F::kAct == ActMode::kQ8_1 ? __half2float(__float2half_rn(scale * (float)(h0 + h1)))
+                                      : s * (float)(h0 + h1);
+    }
+    off0 = -F::kOffset * h0, off1 = -F::kOffset * h1;
   }
   // sum_i w_i * x_i over the unit, from its packed quants and scales.
   __device__ __forceinline__ float dot(const uint32_t (&q)[8], const UnitScale& u) const {

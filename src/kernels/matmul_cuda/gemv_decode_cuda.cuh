@@ -24,6 +24,13 @@ __device__ __forceinline__ uint32_t lds_u32(const uint8_t* p) {
 __device__ __forceinline__ float lds_f16(const uint8_t* p) {
   return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(p)));
 }
+// How the activations are quantized for a weight format, as the CPU matmul does it
+// (kernels/matmul/act_quant.h, llama.cpp's choice): so GPU and CPU dot products see the
+// same int8 inputs and scales. kQ8_0: per 32, d = fp16(amax / 127); kQ8_1: the same d
+// plus s = fp16(d_f32 * sum(q)) for the formats with a min; kQ8_K: per 256, d = 1 / iscale
+// with iscale = -127 / (the first element of largest magnitude), fp32.
+enum class ActMode { kQ8_0, kQ8_1, kQ8_K };
+
 // Scales of one quantized unit: element i's value is d0 * (q_i - kOffset) + m for i < 16,
 // d1 * (q_i - kOffset) + m for i >= 16 (only Q6_K's halves differ).
 struct UnitScale {
@@ -39,6 +46,7 @@ __device__ __forceinline__ uint32_t spread4(uint32_t h) {
 struct DecodeQ4_0 {
   static constexpr int kBlockElems = 32, kBlockBytes = 18, kOffset = 8;
   static constexpr bool kQuant = true, kMin = false;
+  static constexpr ActMode kAct = ActMode::kQ8_0;
   static __device__ __forceinline__ UnitScale unit(const uint8_t* b, int, uint32_t (&q)[8]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {  // qs[j] low nibble: element j, high: element j + 16
@@ -53,6 +61,7 @@ struct DecodeQ4_0 {
 struct DecodeQ4_1 {
   static constexpr int kBlockElems = 32, kBlockBytes = 20, kOffset = 0;
   static constexpr bool kQuant = true, kMin = true;
+  static constexpr ActMode kAct = ActMode::kQ8_1;
   static __device__ __forceinline__ UnitScale unit(const uint8_t* b, int, uint32_t (&q)[8]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -67,6 +76,7 @@ struct DecodeQ4_1 {
 struct DecodeQ5_0 {
   static constexpr int kBlockElems = 32, kBlockBytes = 22, kOffset = 16;
   static constexpr bool kQuant = true, kMin = false;
+  static constexpr ActMode kAct = ActMode::kQ8_0;
   static __device__ __forceinline__ UnitScale unit(const uint8_t* b, int, uint32_t (&q)[8]) {
     const uint32_t qh = lds_u32(b + 2);  // bit j: element j's fifth bit
 #pragma unroll
@@ -83,6 +93,7 @@ struct DecodeQ5_0 {
 struct DecodeQ8_0 {  // signed bytes, dp4a's signed operand as they are
   static constexpr int kBlockElems = 32, kBlockBytes = 34, kOffset = 0;
   static constexpr bool kQuant = true, kMin = false;
+  static constexpr ActMode kAct = ActMode::kQ8_0;
   static __device__ __forceinline__ UnitScale unit(const uint8_t* b, int, uint32_t (&q)[8]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[i] = lds_u32(b + 2 + 4 * i);
@@ -112,6 +123,7 @@ __device__ __forceinline__ UnitScale k4_scale(const uint8_t* b, int j) {
 struct DecodeQ4_K {  // unit j: qs[32 * (j / 2) ..][32], low nibbles for even j
   static constexpr int kBlockElems = 256, kBlockBytes = 144, kOffset = 0;
   static constexpr bool kQuant = true, kMin = true;
+  static constexpr ActMode kAct = ActMode::kQ8_K;
   static __device__ __forceinline__ UnitScale unit(const uint8_t* b, int j, uint32_t (&q)[8]) {
     const uint4* qs = reinterpret_cast<const uint4*>(b + 16 + 32 * (j / 2));
     const int shift = 4 * (j & 1);
@@ -128,6 +140,7 @@ struct DecodeQ4_K {  // unit j: qs[32 * (j / 2) ..][32], low nibbles for even j
 struct DecodeQ5_K {  // as Q4_K, plus bit j of qh[l] as element l's fifth bit
   static constexpr int kBlockElems = 256, kBlockBytes = 176, kOffset = 0;
   static constexpr bool kQuant = true, kMin = true;
+  static constexpr ActMode kAct = ActMode::kQ8_K;
   static __device__ __forceinline__ UnitScale unit(const uint8_t* b, int j, uint32_t (&q)[8]) {
     const uint4* qh = reinterpret_cast<const uint4*>(b + 16);
     const uint4* qs = reinterpret_cast<const uint4*>(b + 48 + 32 * (j / 2));
@@ -149,6 +162,7 @@ struct DecodeQ5_K {  // as Q4_K, plus bit j of qh[l] as element l's fifth bit
 struct DecodeQ6_K {
   static constexpr int kBlockElems = 256, kBlockBytes = 210, kOffset = 32;
   static constexpr bool kQuant = true, kMin = false;
+  static constexpr ActMode kAct = ActMode::kQ8_K;
   static __device__ __forceinline__ UnitScale unit(const uint8_t* b, int j, uint32_t (&q)[8]) {
     const int n = j / 4, k = j % 4;
     const uint8_t* ql = b + 64 * n + 32 * (k & 1);
