@@ -121,17 +121,16 @@ json ResponseBuilder::finish_chunk(int index, FinishReason f, const turbokv::Tim
 }
 
 json ResponseBuilder::timings(const turbokv::Timings& t) {
-  const auto rate = [](int64_t n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
   const auto per_token = [](int64_t n, double ms) { return n > 0 ? ms / n : 0.0; };
   return {{"cache_n", t.cached_tokens},
           {"prompt_n", t.prefill_tokens},
           {"prompt_ms", t.prefill_ms},
           {"prompt_per_token_ms", per_token(t.prefill_tokens, t.prefill_ms)},
-          {"prompt_per_second", rate(t.prefill_tokens, t.prefill_ms)},
+          {"prompt_per_second", t.prefill_ms > 0 ? t.prefill_tokens * 1000.0 / t.prefill_ms : 0.0},
           {"predicted_n", t.decode_tokens},
           {"predicted_ms", t.decode_ms},
           {"predicted_per_token_ms", per_token(t.decode_tokens, t.decode_ms)},
-          {"predicted_per_second", rate(t.decode_tokens, t.decode_ms)},
+          {"predicted_per_second", t.decode_tok_s()},
           {"draft_n", t.drafted_tokens},
           {"draft_n_accepted", t.accepted_tokens}};
 }
@@ -148,7 +147,7 @@ json ResponseBuilder::usage(const std::vector<ChoiceResult>& choices) const {
   int64_t completion = 0;
   for (const auto& c : choices) completion += c.tokens;
   // The prompt is counted once; cached: choice 0's (the others fork from its prefill).
-  const int64_t cached = choices.empty() ? 0 : choices[0].cached_tokens;
+  const int64_t cached = choices.empty() ? 0 : choices[0].timings.cached_tokens;
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},

@@ -17,9 +17,8 @@ struct ChoiceResult {
   std::string text;
   nlohmann::json logprobs;  // chat: list of content entries; completions: the 4 lists
   turbokv::FinishReason finish = turbokv::FinishReason::kNone;
-  int64_t tokens = 0;  // streamed (generated) tokens
-  int64_t cached_tokens = 0;
-  turbokv::Timings timings;  // the final event's
+  int64_t tokens = 0;        // streamed (generated) tokens
+  turbokv::Timings timings;  // the final event's (cached_tokens: the prompt reused)
 };
 
 class ResponseBuilder {

@@ -30,7 +30,6 @@ json absorb(const GenRequest& g, const ResponseBuilder& rb, const ChoiceEvent& c
   c.text += ce.ev.text;
   if (ce.ev.is_final()) {
     c.finish = ce.ev.finish;
-    c.cached_tokens = ce.ev.timings.cached_tokens;
     c.timings = ce.ev.timings;
   }
   return lp;

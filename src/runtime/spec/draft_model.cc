@@ -101,9 +101,12 @@ std::vector<int32_t> DraftModelDrafter::propose(const std::vector<int32_t>& toke
     const auto best = static_cast<int32_t>(top - logits_.begin());
     // The draft's own probability of its guess: below min_prob_ the guess is more likely
     // rejected than kept, and on a CPU every drafted token costs target compute.
+    // Summed only until it shows the guess below the floor (p = 1 / z).
+    const double z_max = min_prob_ > 0 ? 1.0 / min_prob_ : INFINITY;
     double z = 0;
-    for (const float l : logits_) z += std::exp(static_cast<double>(l - *top));
-    if (1.0 / z < min_prob_) break;
+    for (const float l : logits_)
+      if ((z += std::exp(static_cast<double>(l - *top))) > z_max) break;
+    if (z > z_max) break;
     out.push_back(best);
     if (i + 1 == max_k) break;
     if (!dm_->forward(seq_, &best, 1, &logits_).ok()) break;
