@@ -224,6 +224,45 @@ MaybeError stream_fields(Fields& f, GenRequest& out) {
   return std::nullopt;
 }
 
+// Fields of vLLM's and SGLang's request schemas that vllm-router and sglang-router add to
+// every request they forward, with their defaults. Each is accepted when it asks for what
+// turbokv does anyway and refused by name otherwise. turbokv has no reasoning parser, so
+// the reasoning switches change nothing and take either value.
+MaybeError router_extensions(Fields& f, bool chat) {
+  struct Fixed {
+    const char* key;
+    bool value;  // the one value turbokv serves
+    bool chat_only;
+  };
+  static constexpr Fixed kFixed[] = {
+      {"skip_special_tokens", true, false},
+      {"no_stop_trim", false, false},
+      {"return_hidden_states", false, false},
+      {"continue_final_message", false, true},
+  };
+  for (const Fixed& x : kFixed) {
+    if (x.chat_only && !chat) continue;
+    bool v = x.value;
+    if (auto e = get_bool(f, x.key, v)) return e;
+    if (v != x.value)
+      return bad_request(std::string("'") + x.key + "': " + (v ? "true" : "false") +
+                             " is not supported (turbokv serves only " +
+                             (x.value ? "true" : "false") + ")",
+                         x.key);
+  }
+  if (!chat) {
+    bool echo = false;
+    if (auto e = get_bool(f, "echo", echo)) return e;
+    if (echo) return bad_request("'echo': true is not supported", "echo");
+    return std::nullopt;
+  }
+  for (const char* key : {"separate_reasoning", "stream_reasoning", "include_reasoning"}) {
+    bool ignored = false;
+    if (auto e = get_bool(f, key, ignored)) return e;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 MaybeError parse_body(const std::string& text, nlohmann::json& out) {
@@ -256,6 +295,7 @@ MaybeError parse_gen_request(const json& body, bool chat, const turbokv::Engine&
   if (auto e = logprobs(f, chat, out.logprobs)) return e;
   if (auto e = stream_fields(f, out)) return e;
   if (auto e = get_bool(f, "ignore_eos", r.ignore_eos)) return e;  // vLLM's extension
+  if (auto e = router_extensions(f, chat)) return e;
   int64_t id_slot = -1;  // llama.cpp's extension; the range is the slot table's to check
   if (auto e = get_int(f, "id_slot", -1, INT32_MAX, id_slot)) return e;
   out.id_slot = static_cast<int>(id_slot);

@@ -165,6 +165,28 @@ class OpenAIClientTest(unittest.TestCase):
         b = self.chat("Hello", max_tokens=6, temperature=1.0, seed=11)
         self.assertEqual(a.choices[0].message.content, b.choices[0].message.content)
 
+    def test_router_fields(self):
+        # vllm-router and sglang-router forward every request with these fields set to
+        # their defaults: accepted; a value turbokv does not serve is refused by name.
+        chat_defaults = {"logprobs": False, "no_stop_trim": False, "ignore_eos": False,
+                         "continue_final_message": False, "skip_special_tokens": True,
+                         "separate_reasoning": True, "stream_reasoning": True,
+                         "return_hidden_states": False, "include_reasoning": True}
+        r = self.chat("Hello", max_tokens=3, temperature=0,
+                      extra_body={k: v for k, v in chat_defaults.items() if k != "logprobs"})
+        self.assertTrue(r.choices[0].message.content)
+        c = self.complete("Hello", max_tokens=3, temperature=0,
+                          extra_body={"echo": False, "no_stop_trim": False, "ignore_eos": False,
+                                      "skip_special_tokens": True, "return_hidden_states": False})
+        self.assertTrue(c.choices[0].text)
+        bad = openai.BadRequestError
+        self.assert_error(bad, lambda: self.chat("hi", extra_body={"skip_special_tokens": False}),
+                          "'skip_special_tokens': false is not supported")
+        self.assert_error(bad, lambda: self.complete("hi", extra_body={"echo": True}),
+                          "'echo': true is not supported")
+        self.assert_error(bad, lambda: self.complete("hi", extra_body={"include_reasoning": True}),
+                          "unknown field 'include_reasoning'")
+
     def test_logprobs(self):
         r = self.chat("Name a color.", max_tokens=5, temperature=0, logprobs=True, top_logprobs=3)
         content = r.choices[0].logprobs.content
