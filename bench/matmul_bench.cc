@@ -82,10 +82,10 @@ void BM_Matmul(benchmark::State& st) {
   const Type type = static_cast<Type>(st.range(0));
   const int64_t n_in = st.range(1), n_out = st.range(2), n_tokens = st.range(3);
   const size_t mat_bytes = tkv::ggml::row_bytes(type, n_in) * static_cast<size_t>(n_out);
-  // Decode: rotate through copies so the working set exceeds L3; prefill is compute-bound, one
-  // copy.
+  // Decode steps (up to 16 tokens): rotate through copies so the working set exceeds L3, as
+  // the weights stream from memory in a real step; prefill is compute-bound, one copy.
   const int copies =
-      n_tokens == 1 ? static_cast<int>((kOutOfCacheBytes + mat_bytes - 1) / mat_bytes) : 1;
+      n_tokens <= 16 ? static_cast<int>((kOutOfCacheBytes + mat_bytes - 1) / mat_bytes) : 1;
   const std::vector<uint8_t> w = make_weights(type, n_in, n_out, copies);
   std::vector<float> x(static_cast<size_t>(n_in * n_tokens)),
       y(static_cast<size_t>(n_out * n_tokens));
@@ -126,8 +126,9 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   };
   for (const Shape& s : shapes) {
     for (int threads : {1, 2}) {
-      // 1: decode of one sequence; 4, 16: a batched decode step; 512: prefill.
-      for (int64_t n : {1, 4, 16})
+      // 1: decode of one sequence; 2-16: a batched or speculative (verify) decode step;
+      // 512: prefill.
+      for (int64_t n : {1, 2, 4, 8, 16})
         b->Args({static_cast<int64_t>(s.type), s.n_in, s.n_out, n, threads});
       if (s.prefill) b->Args({static_cast<int64_t>(s.type), s.n_in, s.n_out, 512, threads});
     }
