@@ -143,6 +143,11 @@ Status CudaForward::attention(int il, int64_t n) {
   p.n_heads = c.n_heads;
   p.max_seq_len = max_seq_len_;
   p.softmax_scale = attn_scale_;
+  // Quantized keys: the query on the int8 grid the CPU's fused attention scores with
+  // (fused_int8_query_rows), so the two backends see the same query.
+  if (!kv_format_.is_float())
+    TKV_RETURN_IF_ERROR(ck(kernels::int8_grid_rows_cuda(F(q_), n * c.n_heads, c.head_dim, stream_),
+                           "[cuda] int8 query"));
   // fp32 q and out (the general kernel): bf16 ones cost SmolLM2 a mean KL of 0.004-0.1
   p.q_f32 = F(q_);
   p.out_f32 = F(attn_);

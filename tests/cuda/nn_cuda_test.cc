@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/attention/attention_quant.h"
 #include "kernels/nn/nn.h"
 #include "kernels/nn_cuda/nn_cuda.h"
 #include "quant/half.h"
@@ -117,6 +118,25 @@ TEST(NnCuda, GatedActivations) {
       ASSERT_LE(std::fabs(double(got[i]) - want[i]), bound)
           << (silu ? "silu_mul" : "gelu_tanh_mul") << " at " << i << " g " << g[i];
     }
+  }
+}
+
+// The int8 query grid equals the CPU fused attention's (the same fp32 operations and
+// round-to-nearest-even), row by row, for head_dim 64, 128 and 256 and a zero row.
+TEST(NnCuda, Int8QueryGrid) {
+  TKV_SKIP_WITHOUT_GPU();
+  for (const int d : {64, 128, 256}) {
+    const int64_t rows = 37;
+    auto q = random_vec(size_t(rows * d), 3.0f, 51 + d);
+    for (int e = 0; e < d; ++e) q[size_t(5 * d + e)] = 0.0f;
+    q[7] = 127.5f / 127.0f * 4.0f;  // a tie-prone value beside a large one
+    q[8] = 4.0f;
+    std::vector<float> want(q.size());
+    kernels::fused_int8_query_rows(q.data(), rows, d, want.data());
+    DeviceBuffer<float> dq;
+    dq.upload(q);
+    ASSERT_EQ(kernels::int8_grid_rows_cuda(dq.get(), rows, d, nullptr), cudaSuccess);
+    EXPECT_EQ(dq.download(), want) << "head_dim " << d;
   }
 }
 

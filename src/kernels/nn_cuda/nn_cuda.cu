@@ -98,7 +98,30 @@ __global__ void gather_kernel(const float* src, const int32_t* rows, float* dst,
   TKV_GRID_LOOP(i, total) dst[i] = src[(int64_t)rows[i / n] * n + i % n];
 }
 
+// One warp per row: the row's max |x| (order-free, so exact), then each element to the
+// int8 grid with round-to-nearest-even, as fused_int8_query_rows's lrint.
+__global__ void int8_grid_kernel(float* x, int64_t n_rows, int64_t n) {
+  const int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= n_rows) return;
+  const int lane = threadIdx.x % 32;
+  float* xr = x + r * n;
+  float amax = 0.0f;
+  for (int64_t i = lane; i < n; i += 32) amax = fmaxf(amax, fabsf(xr[i]));
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float qs = __fdiv_rn(amax, 127.0f), inv = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+  for (int64_t i = lane; i < n; i += 32)
+    xr[i] = __fmul_rn(qs, (float)__float2int_rn(__fmul_rn(xr[i], inv)));
+}
+
 }  // namespace
+
+cudaError_t int8_grid_rows_cuda(float* x, int64_t n_rows, int64_t n, cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  constexpr int kRowsPerBlock = kThreads / 32;
+  int8_grid_kernel<<<static_cast<unsigned>((n_rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads,
+                     0, stream>>>(x, n_rows, n);
+  return cudaGetLastError();
+}
 
 cudaError_t rms_norm_cuda(const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                           float eps, cudaStream_t stream) {

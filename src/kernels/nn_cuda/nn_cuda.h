@@ -29,6 +29,10 @@ cudaError_t add_bias_cuda(float* y, const float* b, int64_t n_rows, int64_t n, c
 // Round to nearest even (quant::f32_to_bf16) and back, n elements.
 cudaError_t f32_to_bf16_cuda(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 cudaError_t bf16_to_f32_cuda(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
+// x[r, :] = qs * rint(x[r, :] / qs), qs = max|x[r, :]| / 127, for n_rows rows of n (in place):
+// the query as the CPU's fused attention sees it over quantized keys
+// (kernels::fused_int8_query_rows), so both backends score with the same int8 query.
+cudaError_t int8_grid_rows_cuda(float* x, int64_t n_rows, int64_t n, cudaStream_t stream);
 // dst[i, :] = src[rows[i], :] for n_rows rows of n floats (the logits' wanted rows).
 cudaError_t gather_rows_cuda(const float* src, const int32_t* rows, float* dst, int64_t n_rows,
                              int64_t n, cudaStream_t stream);
