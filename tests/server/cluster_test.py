@@ -10,81 +10,25 @@ usage: cluster_test.py TURBOKV_BINARY"""
 import concurrent.futures as cf
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
-import urllib.request
 
-import openai
 from openai import OpenAI
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-CLUSTER = os.path.join(ROOT, "scripts", "cluster")
+sys.path.insert(0, os.path.dirname(__file__))
+import serverlib  # noqa: E402
+
 BIN = None
 SYSTEM = " ".join(f"Rule {i}: answer briefly and name the color of box {i}." for i in range(40))
 
 
-def free_run(n):
-    """A port P with P .. P+n-1 all free on 127.0.0.1 now."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        try:
-            for p in range(base, base + n):
-                socket.create_server(("127.0.0.1", p)).close()
-            return base
-        except OSError:
-            continue
-    raise RuntimeError(f"no {n} consecutive free ports")
-
-
-def metrics(url):
-    out = {}
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name] = float(value)
-    return out
-
-
-class Cluster:
+class Cluster(serverlib.Cluster):
     def __init__(self, policy):
-        self.dir = tempfile.mkdtemp(prefix="tkv-cluster-")
-        # Replicas on base, base+1; the router on base+2 (its metrics on base+3).
-        base = free_run(4)
-        router_port = base + 2
-        cpus = ["--cpus", "1"] if os.cpu_count() >= 2 else []
-        cmd = [os.path.join(CLUSTER, "up"), "-n", "2", "--policy", policy, "--port",
-               str(router_port), "--base-port", str(base), "--dir", self.dir, *cpus,
-               "--", "-c", "1024", "--alias", "smol", "--kv-quant", "turbo"]
-        env = dict(os.environ, TURBOKV=BIN)
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            raise RuntimeError(f"cluster/up failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-        self.router = f"http://127.0.0.1:{router_port}"
-        self.replicas = []  # (pid, url)
-        with open(os.path.join(self.dir, "pids")) as f:
-            for line in f:
-                pid, name, url = line.split()
-                if name.startswith("replica"):
-                    self.replicas.append((int(pid), url))
+        super().__init__(BIN, 2, policy, ["-c", "1024", "--alias", "smol", "--kv-quant", "turbo"])
         self.client = OpenAI(base_url=self.router + "/v1", api_key="none", max_retries=0,
                              timeout=120)
-
-    def down(self):
-        subprocess.run([os.path.join(CLUSTER, "down"), "--dir", self.dir], timeout=120,
-                       check=True, capture_output=True)
-
-    def log(self, name):
-        with open(os.path.join(self.dir, name + ".log")) as f:
-            return f.read()
 
 
 def chat(client, content, stream=False, max_tokens=12):
@@ -122,7 +66,8 @@ class RoundRobinTest(unittest.TestCase):
         self.assertEqual(comp.usage.completion_tokens, 4)
         # Round robin: both replicas served some of them.
         for _, url in self.c.replicas:
-            self.assertGreater(metrics(url)["turbokv:generation_tokens_total"], 0, url)
+            m = serverlib.metrics_of(url)
+            self.assertGreater(m["turbokv:generation_tokens_total"], 0, url)
 
     def test_2_replica_killed_mid_run(self):
         prompts = [f"Write a list of {i + 3} animals." for i in range(36)]
@@ -152,8 +97,9 @@ class CacheAwareTest(unittest.TestCase):
         try:
             for i in range(6):
                 chat(c.client, SYSTEM + f" Question {i}: which box is blue?", max_tokens=4)
-            hits = [metrics(url)["turbokv:prefix_cache_hits_total"] for _, url in c.replicas]
-            gen = [metrics(url)["turbokv:generation_tokens_total"] for _, url in c.replicas]
+            ms = [serverlib.metrics_of(url) for _, url in c.replicas]
+            hits = [m["turbokv:prefix_cache_hits_total"] for m in ms]
+            gen = [m["turbokv:generation_tokens_total"] for m in ms]
         finally:
             c.down()
         # All six share a ~500-token prefix: one replica got them all (five hit).
@@ -163,8 +109,6 @@ class CacheAwareTest(unittest.TestCase):
 
 if __name__ == "__main__":
     BIN = os.path.abspath(sys.argv.pop(1))
-    r = subprocess.run([os.path.join(CLUSTER, "install-router")], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("vllm-router could not be installed:\n" + r.stderr)
+    if not serverlib.install_router():
         sys.exit(1 if os.environ.get("CI") == "true" else 77)
     unittest.main(verbosity=2)

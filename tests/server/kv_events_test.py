@@ -5,8 +5,11 @@ blocks it reconstructs from BlockStored / BlockRemoved must equal the server's
 prefix cache at the end (turbokv:prefix_cache_blocks, evictions), every stored
 block's parent must be a block it holds, the shared prefix's first block must
 carry the prompt's tokens, and the replay socket must return the same batches.
-Runs on Debian's python3 (python3-zmq, python3-msgpack)."""
+Also two replicas behind vllm-router (scripts/cluster/up --kv-events): each one's
+stream rebuilds that replica's prefix cache. Runs on Debian's python3 (python3-zmq, python3-msgpack)."""
+import http.client
 import json
+import os
 import random
 import re
 import subprocess
@@ -17,7 +20,7 @@ import unittest
 import msgpack
 import zmq
 
-from serverlib import Server
+from serverlib import Cluster, Server, install_router, metrics_of
 
 BIN = None
 BLOCK = 64
@@ -71,6 +74,44 @@ class KvEventsTest(unittest.TestCase):
             "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
         self.assertEqual(status, 200, body)
 
+    def rebuild(self, batches):
+        """The blocks a consumer holds after these batches: (held hashes, removed count,
+        {hash: tokens} of parentless blocks), checking every event on the way."""
+        held, removed = set(), 0
+        first_blocks = {}  # hash -> tokens of a block with no parent
+        for _, payload in batches:
+            batch = msgpack.unpackb(payload, raw=False)
+            self.assertEqual(len(batch), 3)  # [ts, events, data_parallel_rank]
+            ts, events, dp_rank = batch
+            self.assertIsInstance(ts, float)
+            self.assertLess(abs(ts - time.time()), 600)
+            self.assertEqual(dp_rank, 0)
+            for ev in events:
+                tag = ev[0]
+                if tag == "BlockStored":
+                    self.assertEqual(len(ev), 8, ev[:1])
+                    _, hashes, parent, tokens, block_size, lora_id, medium, lora_name = ev
+                    self.assertEqual(block_size, BLOCK)
+                    self.assertEqual(len(tokens), len(hashes) * BLOCK)
+                    self.assertEqual((lora_id, medium, lora_name), (None, "CPU", None))
+                    if parent is not None:
+                        self.assertIn(parent, held, "stored block's parent is unknown")
+                    else:
+                        first_blocks[hashes[0]] = tokens[:BLOCK]
+                    for h in hashes:
+                        self.assertNotIn(h, held, "block stored twice")
+                        held.add(h)
+                elif tag == "BlockRemoved":
+                    _, hashes, medium = ev
+                    self.assertEqual(medium, "CPU")
+                    for h in hashes:
+                        self.assertIn(h, held, "removed a block never stored")
+                        held.remove(h)
+                    removed += len(hashes)
+                else:
+                    self.fail(f"unexpected event {tag}")
+        return held, removed, first_blocks
+
     def test_events_match_the_prefix_cache(self):
         server = Server(BIN, "-c", "512", "--parallel", "1", "--kv-events", "tcp://127.0.0.1:0",
                         "--kv-events-replay", "tcp://127.0.0.1:0")
@@ -91,40 +132,7 @@ class KvEventsTest(unittest.TestCase):
             self.assertEqual(m["turbokv:kv_events_dropped_total"], 0)
             self.assertEqual([s for s, _ in sub.batches], list(range(len(sub.batches))))
 
-            held, stored, removed = set(), 0, 0
-            first_blocks = {}  # hash -> tokens of a block with no parent
-            for _, payload in sub.batches:
-                batch = msgpack.unpackb(payload, raw=False)
-                self.assertEqual(len(batch), 3)  # [ts, events, data_parallel_rank]
-                ts, events, dp_rank = batch
-                self.assertIsInstance(ts, float)
-                self.assertLess(abs(ts - time.time()), 600)
-                self.assertEqual(dp_rank, 0)
-                for ev in events:
-                    tag = ev[0]
-                    if tag == "BlockStored":
-                        self.assertEqual(len(ev), 8, ev[:1])
-                        _, hashes, parent, tokens, block_size, lora_id, medium, lora_name = ev
-                        self.assertEqual(block_size, BLOCK)
-                        self.assertEqual(len(tokens), len(hashes) * BLOCK)
-                        self.assertEqual((lora_id, medium, lora_name), (None, "CPU", None))
-                        if parent is not None:
-                            self.assertIn(parent, held, "stored block's parent is unknown")
-                        else:
-                            first_blocks[hashes[0]] = tokens[:BLOCK]
-                        for h in hashes:
-                            self.assertNotIn(h, held, "block stored twice")
-                            held.add(h)
-                        stored += len(hashes)
-                    elif tag == "BlockRemoved":
-                        _, hashes, medium = ev
-                        self.assertEqual(medium, "CPU")
-                        for h in hashes:
-                            self.assertIn(h, held, "removed a block never stored")
-                            held.remove(h)
-                        removed += len(hashes)
-                    else:
-                        self.fail(f"unexpected event {tag}")
+            held, removed, first_blocks = self.rebuild(sub.batches)
             self.assertGreater(removed, 0, "the pool was meant to overflow")
             self.assertEqual(len(held), m["turbokv:prefix_cache_blocks"])
             self.assertEqual(removed, m["turbokv:prefix_cache_evictions_total"])
@@ -155,6 +163,46 @@ class KvEventsTest(unittest.TestCase):
             if sub:
                 sub.close()
             self.assertEqual(server.terminate(), 0, server.output())
+
+    def test_two_replicas_behind_the_router(self):
+        # scripts/cluster/up --kv-events: each replica publishes its own stream; requests
+        # with shared prefixes go through vllm-router (round robin), and each stream
+        # rebuilds exactly that replica's prefix cache.
+        if not install_router():
+            if os.environ.get("CI") == "true":
+                self.fail("vllm-router could not be installed")
+            self.skipTest("vllm-router could not be installed")
+        c = Cluster(BIN, 2, "round_robin", ["-c", "512", "--parallel", "1"], kv_events=True)
+        subs = []
+        try:
+            subs = [Subscriber(c.events_endpoint(i)) for i in range(2)]
+            time.sleep(0.5)
+            shared = words(11, 90)
+            prompts = [shared + " question " + words(400 + i, 12) for i in range(6)]
+            prompts += [words(500 + i, 60) for i in range(8)]
+            for p in prompts:
+                conn = http.client.HTTPConnection("127.0.0.1", c.router_port, timeout=120)
+                conn.request("POST", "/v1/completions", json.dumps(
+                    {"prompt": p, "max_tokens": 4, "temperature": 0}),
+                    {"Content-Type": "application/json"})
+                r = conn.getresponse()
+                self.assertEqual(r.status, 200, r.read())
+                r.read()
+                conn.close()
+            hits = 0
+            for i, (sub, (_, url)) in enumerate(zip(subs, c.replicas)):
+                sub.drain(1.0)
+                m = metrics_of(url)
+                self.assertGreater(m["turbokv:generation_tokens_total"], 0, f"replica {i} idle")
+                held, removed, _ = self.rebuild(sub.batches)
+                self.assertEqual(len(held), m["turbokv:prefix_cache_blocks"], f"replica {i}")
+                self.assertEqual(removed, m["turbokv:prefix_cache_evictions_total"], f"replica {i}")
+                hits += m["turbokv:prefix_cache_hits_total"]
+            self.assertGreater(hits, 0)
+        finally:
+            for sub in subs:
+                sub.close()
+            c.down()
 
     def test_map_events_and_router_metrics(self):
         server = Server(BIN, "-c", "512", "--parallel", "1", "--kv-events", "tcp://127.0.0.1:0",

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -123,3 +124,83 @@ def sse_events(resp):
             yield "[DONE]"
             return
         yield json.loads(payload)
+
+
+def metrics_of(url):
+    """/metrics of the server at URL (http://HOST:PORT), as {name: value}."""
+    host, port = url.rsplit("/", 1)[-1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1])
+            for ln in text.splitlines() if ln and not ln.startswith("#")}
+
+
+def free_run(n, also=()):
+    """A port P with P .. P+n-1 (and P+k for k in `also`) all free on 127.0.0.1 now."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        ports = list(range(base, base + n)) + [base + k for k in also]
+        if max(ports) > 65535:
+            continue
+        try:
+            for p in ports:
+                socket.create_server(("127.0.0.1", p)).close()
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
+class Cluster:
+    """scripts/cluster/up: N replicas behind vllm-router on loopback; .down() stops them."""
+
+    def __init__(self, binary, n, policy, serve_args, kv_events=False):
+        import tempfile
+        root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+        self.scripts = os.path.join(root, "scripts", "cluster")
+        self.dir = tempfile.mkdtemp(prefix="tkv-cluster-")
+        # Replicas on base .. base+n-1, the router on base+n (its metrics on base+n+1),
+        # KV events (--kv-events) on base+100+i.
+        self.base = free_run(n + 2, also=range(100, 100 + n) if kv_events else ())
+        router_port = self.base + n
+        cpus = ["--cpus", "1"] if os.cpu_count() >= n else []
+        cmd = [os.path.join(self.scripts, "up"), "-n", str(n), "--policy", policy, "--port",
+               str(router_port), "--base-port", str(self.base), "--dir", self.dir, *cpus,
+               *(["--kv-events"] if kv_events else []), "--", *serve_args]
+        r = subprocess.run(cmd, env=dict(os.environ, TURBOKV=binary), capture_output=True,
+                           text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"cluster/up failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        self.router = f"http://127.0.0.1:{router_port}"
+        self.router_port = router_port
+        self.replicas = []  # (pid, url)
+        with open(os.path.join(self.dir, "pids")) as f:
+            for line in f:
+                pid, name, url = line.split()
+                if name.startswith("replica"):
+                    self.replicas.append((int(pid), url))
+
+    def events_endpoint(self, i):
+        return f"tcp://127.0.0.1:{self.base + 100 + i}"
+
+    def down(self):
+        subprocess.run([os.path.join(self.scripts, "down"), "--dir", self.dir], timeout=120,
+                       check=True, capture_output=True)
+
+    def log(self, name):
+        with open(os.path.join(self.dir, name + ".log")) as f:
+            return f.read()
+
+
+def install_router():
+    """scripts/cluster/install-router; False (with the reason printed) when it fails."""
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    r = subprocess.run([os.path.join(root, "scripts", "cluster", "install-router")],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("vllm-router could not be installed:\n" + r.stderr)
+    return r.returncode == 0
