@@ -7,7 +7,8 @@
 # (prompt tokens served from its cache / prompt tokens, its /metrics). Each replica gets
 # a KV budget (BUDGET) smaller than all the prefixes, as a loaded server's cache is, so
 # where a conversation lands decides whether its prefix is still cached.
-# Writes docs/bench/scale-out.json and prints the table.
+# Writes docs/bench/scale-out.json (rows of another TURNS already there are kept) and
+# prints the table.
 #   bench/scripts/run-scale-out.sh
 # env: REPLICAS="1 2 3" POLICIES="round_robin cache_aware" MODEL=smollm2 KV=turbo
 #      PREFIXES=24 PREFIX_LEN=512 CONVS=48 TURNS=3 ISL=64 OSL=32 CONC=6 BUDGET=96MiB
@@ -73,13 +74,22 @@ PY
 done
 
 python3 - "$OUT" "${JSON_OUT:-$ROOT/docs/bench/scale-out.json}" "$MODEL" "$KV" "$PREFIXES" "$PREFIX_LEN" "$CONVS" "$TURNS" "$ISL" "$OSL" "$CONC" "$BUDGET" <<'PY'
-import glob, json, sys
+import glob, json, os, sys
 out, dst, model, kv, prefixes, plen, convs, turns, isl, osl, conc, budget = sys.argv[1:]
 rows = sorted((json.load(open(f)) for f in glob.glob(f"{out}/*-*.json")), key=lambda r: (r["replicas"], r["policy"]))
+for r in rows:
+    r.update(turns=int(turns), conversations=int(convs))
+# Rows of other conversation lengths already in dst (an earlier run with another TURNS) stay.
+kept = []
+if os.path.exists(dst):
+    kept = [r for r in json.load(open(dst)).get("rows", []) if r.get("turns") != int(turns)]
 json.dump({"model": model, "kv_quant": kv, "workload": {"prefix_prompts": int(prefixes), "prefix_tokens": int(plen),
-           "conversations": int(convs), "turns": int(turns), "isl": int(isl), "osl": int(osl), "concurrency": int(conc)},
-           "kv_budget_per_replica": budget, "router": "vllm-router 0.1.17", "rows": rows}, open(dst, "w"), indent=1)
+           "isl": int(isl), "osl": int(osl), "concurrency": int(conc)},
+           "kv_budget_per_replica": budget, "router": "vllm-router 0.1.17",
+           "rows": sorted(kept + rows, key=lambda r: (r["turns"], r["replicas"], r["policy"]))},
+          open(dst, "w"), indent=1)
 one = {r["policy"]: r["out_tok_s"] for r in rows if r["replicas"] == 1}
+print(f"{convs} conversations of {turns} turns")
 print("| replicas | policy | cores (pinned) | out tok/s | vs 1 replica | TTFT p50 ms | TTFT p99 ms | prefix hit ratio | per replica |")
 print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
