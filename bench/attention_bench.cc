@@ -1,7 +1,8 @@
 // Attention-only decode cost over a paged KV cache, 2 threads: time per token
 // (one query row, all heads of one layer) and
 // achieved GB/s of KV bytes read, per scheme (bf16, affine kv8/kv4, turbo
-// k8v4/k8v3/k4v3), path (fused = attention_paged_fused_cpu; reference =
+// k8v4/k8v3/k4v3), path (fused = attention_paged_fused_cpu as picked at run time;
+// fused-fp32v = its AVX-512 loop with fp32 V accumulation; reference =
 // dequantize + attention_f32_ref; bf16-base = the lead's attention_bf16_cpu) and
 // context 512/2k/8k, at the SmolLM2-135M (9 q / 3 kv heads, d64) and
 // Qwen2.5-1.5B (12 q / 2 kv heads, d128) attention shapes.
@@ -102,7 +103,7 @@ struct Fixture {
   }
 };
 
-enum Path { kFused, kReference, kBf16Base };
+enum Path { kFused, kFusedFp32V, kReference, kBf16Base };
 
 void bm_attention(benchmark::State& state, Shape sh, Scheme sc, int64_t n_ctx, Path path) {
   Fixture f(sh, sc, n_ctx);
@@ -111,6 +112,8 @@ void bm_attention(benchmark::State& state, Shape sh, Scheme sc, int64_t n_ctx, P
                             sh.n_kv_heads, sh.head_dim,  n_ctx};
   for (auto _ : state) {
     if (path == kFused) kernels::attention_paged_fused_cpu(&f.view, 1, a, pool2());
+    if (path == kFusedFp32V)
+      kernels::attention_paged_fused_cpu(&f.view, 1, a, pool2(), kernels::FusedIsa::kAvx512);
     if (path == kReference) kernels::attention_paged_ref(&f.view, 1, a);
     if (path == kBf16Base) kernels::attention_bf16_cpu(bv, a, pool2());
     benchmark::DoNotOptimize(f.out.data());
@@ -124,9 +127,13 @@ const int kRegistered = [] {
   for (const Shape& sh : kShapes)
     for (int64_t ctx : {512, 2048, 8192})
       for (const Scheme& sc : kSchemes)
-        for (Path p : {kFused, kReference, kBf16Base}) {
+        for (Path p : {kFused, kFusedFp32V, kReference, kBf16Base}) {
           if (p == kBf16Base && !sc.is_bf16) continue;
-          const char* pn = p == kFused ? "fused" : p == kReference ? "reference" : "bf16-base";
+          if (p == kFusedFp32V && (sc.is_bf16 || !kernels::fused_has_avx512())) continue;
+          const char* pn = p == kFused        ? "fused"
+                           : p == kFusedFp32V ? "fused-fp32v"
+                           : p == kReference  ? "reference"
+                                              : "bf16-base";
           const std::string name =
               std::string(sh.name) + "/" + sc.name + "/" + pn + "/ctx" + std::to_string(ctx);
           benchmark::RegisterBenchmark(name.c_str(), bm_attention, sh, sc, ctx, p)

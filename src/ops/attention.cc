@@ -39,20 +39,38 @@ std::pair<double, double> diff(const std::vector<float>& ref, const float* out) 
 
 // a.out holds the fused output: compare it with the reference fed the fused
 // kernel's query, and (where that query is int8) with the fp32-query reference.
-void verify(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnCheckLog* log) {
+// Where the fused kernel accumulates V with int8 dots (kernels::fused_int8_values), the
+// sharp fp32 check runs on its fp32-V twin (FusedIsa::kAvx512), and the int8 V's own
+// deviation from that twin is held to its derived bound.
+void verify(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnCheckLog* log,
+            ThreadPool& pool) {
   const int d = kv.segs[0].format.head_dim();
-  std::vector<float> ref(static_cast<size_t>(a.n_q * a.n_heads * d));
+  const size_t n_out = static_cast<size_t>(a.n_q * a.n_heads * d);
+  std::vector<float> ref(n_out), twin;
   kernels::AttnArgs r = a;
   r.out = ref.data();
   kernels::attention_paged_ref(kv.segs, kv.n_segs, r, kernels::RefQuery::kAsFused);
-  const auto [err, mag] = diff(ref, a.out);
+  const float* sharp = a.out;
+  const kernels::FusedBoundInputs bi = kernels::fused_bound_inputs(kv.segs, kv.n_segs, a);
+  double over_v8 = 0;
+  if (kernels::fused_auto_isa(d) == kernels::FusedIsa::kAvx512Int8V &&
+      std::any_of(kv.segs, kv.segs + kv.n_segs, kernels::fused_int8_values)) {
+    twin.resize(n_out);
+    kernels::AttnArgs t = a;
+    t.out = twin.data();
+    kernels::attention_paged_fused_cpu(kv.segs, kv.n_segs, t, pool, kernels::FusedIsa::kAvx512);
+    over_v8 = diff(twin, a.out).first / kernels::fused_v_i8_bound(bi);
+    sharp = twin.data();
+  }
+  const auto [err, mag] = diff(ref, sharp);
   // The int8 query's deviation (segments scored with the fp32 query have none).
   double err32 = err, mag32 = mag;
   if (std::any_of(kv.segs, kv.segs + kv.n_segs, kernels::fused_int8_query)) {
     kernels::attention_paged_ref(kv.segs, kv.n_segs, r);
     std::tie(err32, mag32) = diff(ref, a.out);
   }
-  const double over = err32 / kernels::fused_attention_bound(kv.segs, kv.n_segs, a);
+  const int64_t n_total = kv.segs[kv.n_segs - 1].pos0 + kv.segs[kv.n_segs - 1].n_kv;
+  const double over = std::max(err32 / kernels::fused_bound(bi, d, n_total), over_v8);
   if (log) log->record(a, err, mag, err32, mag32, over);
 }
 
@@ -63,7 +81,7 @@ Status attention_cpu(const kernels::AttnArgs& a, const kernels::KvView& kv, Attn
     return Status();
   }
   kernels::attention_paged_fused_cpu(kv.segs, kv.n_segs, a, pool);
-  if (mode == AttnMode::kVerify) verify(a, kv, check);
+  if (mode == AttnMode::kVerify) verify(a, kv, check, pool);
   return Status();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/attention/attention_fused_internal.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "quant/half.h"
 
@@ -24,8 +25,10 @@ float f16_at(const uint8_t* p) {
 // Per stored row of a quantized segment: w[e] = |k̂_e - b_g| + |b_g| into w
 // [n_total, n_kv_heads, head_dim] (b_g the int8 path's group offset: turbo zero·s, or
 // (zero - 128)·s once AVX-512 flips signed keys to unsigned; affine the bias), and
-// max |ṽ| of turbo rows into r_max.
-void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_max) {
+// max |ṽ| of turbo rows into r_max, and per key (int8 V dot formats) the largest V group
+// scale and the centroids' L1 (vs, cl1: [n_total, n_kv_heads]).
+void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_max, double* vs,
+                    double* cl1) {
   const int d = s.format.head_dim();
   const quant::KvRowLayout lay = quant::kv_row_layout(s.format.scheme);
   const bool turbo = s.format.scheme.kind == quant::KvKind::kTurbo;
@@ -59,19 +62,60 @@ void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_
       p.v_rotated = true;
       kvcodec_dequant_ref(p);
       for (float x : rot) *r_max = std::max(*r_max, static_cast<double>(std::fabs(x)));
+      if (!fused::value_i8_supported(s.format.scheme.v_bits, d)) continue;
+      const int64_t kt = (s.pos0 + t) * s.format.n_kv_heads + h;
+      for (int g = 0; g < d / 32; ++g) {
+        const double sc = f16_at(row + lay.v_scale_offset + 2 * g);
+        vs[kt] = std::max(vs[kt], sc);
+        if (sc > 0)
+          for (int e = 32 * g; e < 32 * g + 32; ++e) cl1[kt] += std::fabs(rot[e]) / sc;
+      }
     }
   }
 }
 
+// ε_V of one (query, head) (header): scores of keys lo.., the kv head's per-key V scale
+// and centroid L1.
+double int8_v_eps(const std::vector<double>& score, int64_t lo, int kh, int nkv, int d,
+                  const std::vector<double>& vs, const std::vector<double>& cl1, double step) {
+  const int64_t n = static_cast<int64_t>(score.size());
+  const double mx = *std::max_element(score.begin(), score.end());
+  std::vector<double> ps(static_cast<size_t>(n));
+  double l = 0, sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double p = std::exp(score[static_cast<size_t>(j)] - mx);
+    const size_t kt = static_cast<size_t>((lo + j) * nkv + kh);
+    l += p;
+    ps[static_cast<size_t>(j)] = p * vs[kt];
+    sum += p * vs[kt] * d * step / 2;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const size_t kt = static_cast<size_t>((lo + j) * nkv + kh);
+    if (vs[kt] == 0) continue;
+    double win = 0;
+    for (int64_t o = std::max<int64_t>(0, j - 31); o <= std::min(n - 1, j + 31); ++o)
+      win = std::max(win, ps[static_cast<size_t>(o)]);
+    sum += win * (cl1[kt] + d * step / 2) / 510;
+  }
+  return sum / (l * std::sqrt(static_cast<double>(d)));
+}
+
 }  // namespace
 
-double fused_bound(const FusedBoundInputs& t, int head_dim, int64_t n_kv, RefQuery rq) {
+double fused_bound(const FusedBoundInputs& t, int head_dim, int64_t n_kv, RefQuery rq,
+                   FusedIsa isa) {
+  if (isa == FusedIsa::kAuto) isa = fused_auto_isa(head_dim);
   const double u = std::ldexp(1.0, -24);
   const double sd = std::sqrt(static_cast<double>(head_dim));
   const double eps_q8 = (rq == RefQuery::kFp32 ? t.q8_ds_max : 0.0) + 2.0 * sd * u * t.q8_mag_max;
   return std::expm1(2.0 * eps_q8) * t.v_max + 4.0 * sd * u * t.qk_abs_max * t.v_max +
          (2.0 * std::sqrt(static_cast<double>(n_kv)) + 8) * u * t.v_max +
-         2.0 * std::sqrt(std::log2(static_cast<double>(head_dim))) * u * sd * t.r_max + 1e-30;
+         2.0 * std::sqrt(std::log2(static_cast<double>(head_dim))) * u * sd * t.r_max +
+         (isa == FusedIsa::kAvx512Int8V ? 2.0 * std::exp(2.0 * eps_q8) * t.v_i8_max : 0.0) + 1e-30;
+}
+
+double fused_v_i8_bound(const FusedBoundInputs& t) {
+  return 2.0 * t.v_i8_max + 1e-30;
 }
 
 FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const AttnArgs& a) {
@@ -83,9 +127,14 @@ FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const
   FusedBoundInputs t;
   std::vector<float> w(k.size());
   std::vector<uint8_t> i8(static_cast<size_t>(n_total), 0);  // key scored with the int8 query
+  // int8 V dot: per key (and kv head) the largest V group scale and the centroid L1
+  std::vector<double> vs(static_cast<size_t>(n_total * nkv), 0.0), cl1(vs.size(), 0.0);
+  double step = 0;
   for (int s = 0; s < n_segs; ++s) {
     if (!fused_int8_query(segs[s])) continue;
-    quantized_rows(segs[s], k.data(), w.data(), &t.r_max);
+    quantized_rows(segs[s], k.data(), w.data(), &t.r_max, vs.data(), cl1.data());
+    if (fused::value_i8_supported(segs[s].format.scheme.v_bits, d))
+      step = std::max<double>(step, fused::int8_codebook_for(segs[s].format.scheme.v_bits)->step);
     std::fill(i8.begin() + segs[s].pos0, i8.begin() + segs[s].pos0 + segs[s].n_kv, 1);
   }
   for (float x : v) t.v_max = std::max(t.v_max, static_cast<double>(std::fabs(x)));
@@ -98,18 +147,22 @@ FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const
       double qmax = 0;
       for (int e = 0; e < d; ++e) qmax = std::max(qmax, static_cast<double>(std::fabs(q[e])));
       const double qs = qmax / 127.0;
+      std::vector<double> score(static_cast<size_t>(hi - lo + 1));
       for (int64_t j = lo; j <= hi; ++j) {
         const size_t r = static_cast<size_t>((j * nkv + h / group) * d);
-        double sabs = 0, kabs = 0, mag = 0;
+        double sabs = 0, kabs = 0, mag = 0, dot = 0;
         for (int e = 0; e < d; ++e) {
           const double qe = std::fabs(q[e]), ke = std::fabs(k[r + e]);
-          sabs += qe * ke, kabs += ke, mag += (qe + qs / 2) * w[r + e];
+          sabs += qe * ke, kabs += ke, mag += (qe + qs / 2) * w[r + e], dot += q[e] * k[r + e];
         }
+        score[static_cast<size_t>(j - lo)] = dot * a.scale;
         t.qk_abs_max = std::max(t.qk_abs_max, sabs * a.scale);
         if (!i8[static_cast<size_t>(j)]) continue;
         t.q8_ds_max = std::max(t.q8_ds_max, a.scale * qs / 2 * kabs);
         t.q8_mag_max = std::max(t.q8_mag_max, a.scale * mag);
       }
+      if (step > 0)
+        t.v_i8_max = std::max(t.v_i8_max, int8_v_eps(score, lo, h / group, nkv, d, vs, cl1, step));
     }
   }
   return t;

@@ -80,7 +80,10 @@ SegFmt seg_format(const KvSegmentView& s) {
         : vb == 5 ? VId::kT5
                   : VId::kT8;
   f.row.centroids = padded_centroids(vb);
+  if (const fused::Int8Codebook* cb = fused::int8_codebook_for(vb))
+    f.row.v_i8 = cb->q, f.row.v_i8_step = cb->step;
   f.rotated = true;
+  f.v_bits = vb;
   return f;
 }
 
@@ -171,6 +174,11 @@ bool fused_int8_query(const KvSegmentView& seg) {
   return fused::int8_keys(seg_format(seg).k);
 }
 
+bool fused_int8_values(const KvSegmentView& seg) {
+  const SegFmt f = seg_format(seg);
+  return f.rotated && fused::value_i8_supported(f.v_bits, f.row.head_dim);
+}
+
 void fused_int8_query_rows(const float* q, int64_t n_rows, int head_dim, float* out) {
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* qr = q + r * head_dim;
@@ -180,16 +188,20 @@ void fused_int8_query_rows(const float* q, int64_t n_rows, int head_dim, float* 
   }
 }
 
-namespace {
-// kAuto's choice: AVX-512 when present, unless TKV_FUSED_ISA=avx2 (benchmarks compare the two).
-bool auto_picks_avx512() {
-  static const bool yes = [] {
+// kAuto's choice: AVX-512 with the int8 V dot when the CPU has AVX-512, capped by
+// TKV_FUSED_ISA=avx2|avx512 (fp32 V; benchmarks compare them); AVX2 where
+// head_dim % 16 != 0.
+FusedIsa fused_auto_isa(int head_dim) {
+  if (head_dim % 16 != 0) return FusedIsa::kAvx2;
+  static const FusedIsa isa = [] {
     const char* e = std::getenv("TKV_FUSED_ISA");
-    return fused_has_avx512() && !(e && std::string(e) == "avx2");
+    const std::string cap = e ? e : "";
+    if (cap == "avx2" || !fused_has_avx512()) return FusedIsa::kAvx2;
+    if (cap == "avx512") return FusedIsa::kAvx512;
+    return FusedIsa::kAvx512Int8V;
   }();
-  return yes;
+  return isa;
 }
-}  // namespace
 
 void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
                                ThreadPool& pool, FusedIsa isa) {
@@ -197,17 +209,18 @@ void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const Attn
   const int d = segs[0].format.head_dim(), nkv = segs[0].format.n_kv_heads;
   const int G = a.n_heads / nkv;
   TKV_CHECK(G >= 1 && G <= kMaxGroup && G * nkv == a.n_heads && d % 8 == 0 && d <= kMaxDim);
-  if (isa == FusedIsa::kAuto)
-    isa = auto_picks_avx512() && d % 16 == 0 ? FusedIsa::kAvx512 : FusedIsa::kAvx2;
+  if (isa == FusedIsa::kAuto) isa = fused_auto_isa(d);
   TKV_CHECK(isa == FusedIsa::kAvx2 || (fused_has_avx512() && d % 16 == 0));
   const auto run_range =
-      isa == FusedIsa::kAvx512 ? &fused::avx512::run_range : &fused::avx2::run_range;
+      isa == FusedIsa::kAvx2 ? &fused::avx2::run_range : &fused::avx512::run_range;
   SegFmt fmts[8];
   Ctx c{segs, fmts, n_segs, &a, G, d, nkv, 0, false};
   for (int s = 0; s < n_segs; ++s) {
     TKV_CHECK(segs[s].format.head_dim() == d && segs[s].format.n_kv_heads == nkv &&
               segs[s].pos0 == c.n_total);
     fmts[s] = seg_format(segs[s]);
+    fmts[s].v_i8 = isa == FusedIsa::kAvx512Int8V && fmts[s].rotated &&
+                   fused::value_i8_supported(fmts[s].v_bits, d);
     c.has_rot = c.has_rot || fmts[s].rotated;
     c.n_total += segs[s].n_kv;
   }

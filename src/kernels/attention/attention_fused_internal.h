@@ -21,6 +21,10 @@ struct RowFmt {
   int64_t k_off = 0, v_off = 0, ks_off = 0, kz_off = 0, vs_off = 0, vz_off = 0;
   int head_dim = 0;
   const float* centroids = nullptr;  // [2^v_bits] turbo only, padded to 256 entries
+  // Turbo v_bits <= 5: the int8 codebook of value_block_i8 (centroid ≈ v_i8[i] ·
+  // v_i8_step; 64 entries repeating with period 2^v_bits).
+  const int8_t* v_i8 = nullptr;
+  float v_i8_step = 0;
 };
 
 enum class KId { kBf16, kF16, kT2, kT3, kT4, kT5, kT8s, kT8u, kA4, kA8 };
@@ -52,6 +56,8 @@ struct SegFmt {
   KId k = KId::kBf16;
   VId v = VId::kBf16;
   bool rotated = false;
+  int v_bits = 0;
+  bool v_i8 = false;  // V through value_block_i8 (FusedIsa::kAvx512Int8V)
 };
 
 // Running softmax state of one task: heads [G], accumulators [G, head_dim].
@@ -70,6 +76,23 @@ struct Ctx {
   int64_t n_total;
   bool has_rot;
 };
+
+// Turbo V of nb rows with int8 dot products (AVX-512 VNNI; v_bits <= 5, head_dim % 64
+// == 0: value_i8_supported): acc[g][e] += Σ_t p[g][t] · scale_t · c[idx_t,e] for nt
+// heads, with the weights quantized to u8 per (block, group, head) and the centroids to
+// the int8 codebook (attention_fused_vi8.cc). value_block_i8_ref: the same arithmetic
+// in scalar code, bit for bit (the unit test's oracle).
+struct Int8Codebook {
+  int8_t q[64];  // q[i] ≈ c[i mod 2^v_bits] / step
+  float step = 0;
+};
+Int8Codebook int8_codebook(const float* centroids, int v_bits);
+const Int8Codebook* int8_codebook_for(int v_bits);  // turbo's, cached; null past 5 bits
+bool value_i8_supported(int v_bits, int head_dim);
+void value_block_i8(int v_bits, const uint8_t* base, int64_t rb, int nb, int nt, const RowFmt& f,
+                    const float (*p)[kBlock], float* const* acc);
+void value_block_i8_ref(int v_bits, const uint8_t* base, int64_t rb, int nb, int nt,
+                        const RowFmt& f, const float (*p)[kBlock], float* const* acc);
 
 // Attends query i / kv head kh over keys [j0, j1) of every segment into st.
 namespace avx2 {

@@ -34,13 +34,20 @@ void attention_paged_ref(const KvSegmentView* segs, int n_segs, const AttnArgs& 
 // accumulated in the rotated domain and un-rotated once per (query, head) row),
 // threads over (query, kv head) tasks and KV splits with a log-sum-exp merge
 // (flash-decoding) when there are too few tasks.
-// The inner loop runs 16-lane AVX-512 when the CPU has it and head_dim % 16 == 0
-// (FusedIsa::kAuto), else 8-lane AVX2; tests force each.
-enum class FusedIsa { kAuto, kAvx2, kAvx512 };
+// The inner loop runs 16-lane AVX-512 when the CPU has it and head_dim % 16 == 0, else
+// 8-lane AVX2. On AVX-512, kAvx512Int8V (what kAuto picks) accumulates turbo V of <= 5
+// bits with int8 dot products (u8 weights per block, an int8 codebook: error in
+// attention_fused_bound.h), kAvx512 in fp32; TKV_FUSED_ISA=avx2|avx512 caps kAuto (for
+// benchmarks); tests force each.
+enum class FusedIsa { kAuto, kAvx2, kAvx512, kAvx512Int8V };
 bool fused_has_avx512();
+FusedIsa fused_auto_isa(int head_dim);  // what kAuto runs
 // The fused kernel scores quantized keys (affine, turbo) with a per-head int8 query,
 // qs · rint(q / qs), qs = max|q| / 127; bf16/f16 keys with the fp32 query.
 bool fused_int8_query(const KvSegmentView& seg);
+// kAvx512Int8V accumulates this segment's V with int8 dots (turbo, v_bits <= 5,
+// head_dim % 64 == 0).
+bool fused_int8_values(const KvSegmentView& seg);
 // That int8 query as fp32, row by row: q, out: [n_rows, head_dim].
 void fused_int8_query_rows(const float* q, int64_t n_rows, int head_dim, float* out);
 void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,

@@ -4,6 +4,7 @@
 // 8-lane AVX2 build (vpmaddwd on int16) and the 16-lane AVX-512 VNNI build
 // (vpdpbusd on u8 x s8). Used by attention_fused_kernels.inc beside fused_simd.h.
 #pragma once
+#include "kernels/attention/attention_fused_internal.h"
 #include "kernels/attention/fused_simd.h"
 
 namespace tkv::kernels::fused {
@@ -49,6 +50,22 @@ template <int kGroup, bool kNibble = false>
 TKV_FUSED_TGT2 inline F group_lanes(const uint8_t* p, int c, int) {
   return set1(h2f(p + 2 * (c * KC / kGroup)));
 }
+// Token-in-lanes scoring (AVX-512 only, below): not built for AVX2; these declarations
+// only let the shared inner loop name it.
+constexpr bool kTokenLanes = false;
+struct KTile {
+  I k[16];
+  F s[2], b[2];
+};
+inline void gather_f16_pair(const uint8_t*, I, F*, F*) {}
+inline I izero() {
+  return I{};
+}
+inline I idot_bcast(I acc, I, int32_t) {
+  return acc;
+}
+template <class KD>
+inline void token_lanes_tile(const uint8_t*, int64_t, int, int, const RowFmt&, int, KTile&) {}
 }  // namespace avx2
 
 namespace avx512 {
@@ -111,6 +128,76 @@ TKV_FUSED_TGT512 inline I kloadb(const uint8_t* p, int n) {
   return _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_load_si512(kKloadb<B>.ctl), spread),
                           _mm512_set1_epi8(static_cast<char>((1 << B) - 1)));
 }
+// ---- Token-in-lanes scoring: 16 keys at a time, each 64-byte key chunk transposed so
+// that dword j of every key sits in one vector (lane t = key t), dotted with dword j of
+// the query broadcast; the per-group sums then meet the keys' fp16 group scale and
+// offset as vectors over the 16 keys, so no per-key lane reduction is needed.
+constexpr bool kTokenLanes = true;
+
+TKV_FUSED_TGT512 inline I izero() {
+  return _mm512_setzero_si512();
+}
+// acc + the dword dots of k (u8) with the query dword qd (4 x s8) in every lane.
+TKV_FUSED_TGT512 inline I idot_bcast(I acc, I k, int32_t qd) {
+  return _mm512_dpbusd_epi32(acc, k, _mm512_set1_epi32(qd));
+}
+
+// In-place transpose of 16 rows of 16 dwords: afterwards r[j] lane t = old r[t] dword j.
+TKV_FUSED_TGT512 inline void transpose16(I (&r)[16]) {
+  I t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int a = 0; a < 4; ++a) {  // u[4a + i] lane L: rows 4a..4a+3, dword 4L + i
+    u[4 * a] = _mm512_unpacklo_epi64(t[4 * a], t[4 * a + 2]);
+    u[4 * a + 1] = _mm512_unpackhi_epi64(t[4 * a], t[4 * a + 2]);
+    u[4 * a + 2] = _mm512_unpacklo_epi64(t[4 * a + 1], t[4 * a + 3]);
+    u[4 * a + 3] = _mm512_unpackhi_epi64(t[4 * a + 1], t[4 * a + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const I v0 = _mm512_shuffle_i32x4(u[i], u[4 + i], 0x88);  // dwords i, 8+i of rows 0-7
+    const I w0 = _mm512_shuffle_i32x4(u[i], u[4 + i], 0xDD);  // dwords 4+i, 12+i
+    const I v1 = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0x88);
+    const I w1 = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0xDD);
+    r[i] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+    r[8 + i] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+    r[4 + i] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+    r[12 + i] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
+  }
+}
+
+// One chunk of 16 keys, transposed, with the fp16 parameters of its two 32-groups (a
+// 64-group: the same in both) as vectors over the keys: scale s and offset b.
+struct KTile {
+  I k[16];
+  F s[2], b[2];
+};
+
+// The fp16 pair at byte offset off of 16 rows (byte offsets rows, base p) as two
+// vectors: the low halves (first value) and the high halves (second).
+TKV_FUSED_TGT512 inline void gather_f16_pair(const uint8_t* p, I rows, F* lo, F* hi) {
+  const I x = _mm512_i32gather_epi32(rows, p, 1);
+  *lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x));
+  *hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16)));
+}
+
+// Keys t0..t0+15 of the block (rows past nb repeat row nb - 1), chunk c.
+template <class KD>
+TKV_FUSED_TGT512 inline void token_lanes_tile(const uint8_t* base, int64_t rb, int t0, int nb,
+                                              const RowFmt& f, int c, KTile& kt) {
+  const I t = _mm512_min_epi32(
+      _mm512_add_epi32(_mm512_set1_epi32(t0),
+                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+      _mm512_set1_epi32(nb - 1));
+  const I rows = _mm512_mullo_epi32(t, _mm512_set1_epi32(static_cast<int>(rb)));
+  alignas(64) int32_t ro[16];
+  _mm512_store_si512(ro, rows);
+  for (int i = 0; i < 16; ++i) kt.k[i] = KD::load(base + ro[i], c, KC, f);
+  transpose16(kt.k);
+  KD::tile_params(base, rows, c, f, kt.s, kt.b);
+}
+
 template <int kGroup, bool kNibble = false>
 TKV_FUSED_TGT512 inline F group_lanes(const uint8_t* p, int c, int n) {
   if constexpr (kGroup == 64) {

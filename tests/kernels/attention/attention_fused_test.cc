@@ -91,17 +91,20 @@ void run_case(const Scheme& sc, const Case& c, ThreadPool& pool) {
   // segments, fp32 on a bf16 prefix), the fp32 bound alone, where an error in the
   // integer dots or the zero-point folding shows long before the worst case above.
   const FusedBoundInputs ti = fused_bound_inputs(views.data(), static_cast<int>(views.size()), a);
-  const double tol = fused_bound(ti, c.d, c.n_ctx);
   std::vector<float> ref8(q.size(), NAN);
   AttnArgs a8 = a;
   a8.out = ref8.data();
   attention_paged_ref(views.data(), static_cast<int>(views.size()), a8, RefQuery::kAsFused);
-  const double tol8 = fused_bound(ti, c.d, c.n_ctx, RefQuery::kAsFused);
-  // Every inner loop this CPU can run (8-lane AVX2 always, 16-lane AVX-512 where present).
+  // Every inner loop this CPU can run (AVX2 always; AVX-512 with fp32 and int8 V where present).
   std::vector<FusedIsa> isas = {FusedIsa::kAvx2};
   if (fused_has_avx512()) isas.push_back(FusedIsa::kAvx512);
+  if (fused_has_avx512()) isas.push_back(FusedIsa::kAvx512Int8V);
   for (FusedIsa isa : isas) {
-    const char* isa_name = isa == FusedIsa::kAvx2 ? "avx2" : "avx512";
+    const char* isa_name = isa == FusedIsa::kAvx2     ? "avx2"
+                           : isa == FusedIsa::kAvx512 ? "avx512"
+                                                      : "avx512-i8v";
+    const double tol = fused_bound(ti, c.d, c.n_ctx, RefQuery::kFp32, isa);
+    const double tol8 = fused_bound(ti, c.d, c.n_ctx, RefQuery::kAsFused, isa);
     std::vector<float> out(q.size(), NAN);
     a.out = out.data();
     attention_paged_fused_cpu(views.data(), static_cast<int>(views.size()), a, pool, isa);
