@@ -115,6 +115,9 @@ turbokv::Request fixed_request(std::vector<int32_t> prompt, int64_t max_tokens);
 struct Ran {
   turbokv::Event end;
   int64_t last_step = 0;
+  // Engine attention_ms when the second token came: the steps up to the first token
+  // (the prefill) counted, no decode step yet (-1: fewer than two tokens).
+  double attn_ms_before_decode = -1;
 };
 // submit + wait (r.on_token is taken for the step count); an error for a request
 // that did not end by its length.

@@ -46,10 +46,13 @@ class DepthBench {
       TKV_ASSIGN_OR_RETURN(const Ran ran, run_request(eng_, fixed_request(toks, gen + 1)));
       const turbokv::Timings& t = ran.end.timings;
       Rep x;
-      x.attn_ms = stats_after(eng_, ran.last_step).attention_ms - attn0;
+      // tg: the decode steps' attention alone (after the step of the first token), so a
+      // context the prefix cache could not supply does not count; pp: the prefill's.
+      const double attn_end = stats_after(eng_, ran.last_step).attention_ms;
+      x.attn_ms = attn_end - (gen > 0 ? ran.attn_ms_before_decode : attn0);
       x.prefill_tokens = t.prefill_tokens;
       x.cached_tokens = t.cached_tokens;
-      x.computed = t.prefill_tokens + t.decode_tokens;
+      x.computed = gen > 0 ? t.decode_tokens : t.prefill_tokens + t.decode_tokens;
       x.tok_s = gen > 0 ? t.decode_tok_s()
                         : (t.prefill_ms > 0 ? t.prefill_tokens * 1000.0 / t.prefill_ms : 0);
       if (r > 0) reps.push_back(x);

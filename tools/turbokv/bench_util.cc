@@ -39,7 +39,9 @@ Result<Ran> run_request(turbokv::Engine& eng, turbokv::Request r) {
   Ran out;
   // The final event comes during the request's last step, before the engine counts
   // that step: the stats that include it show steps >= the count then + 1.
-  r.on_token = [&eng, &out](const turbokv::Event& e) {
+  int tokens = 0;
+  r.on_token = [&eng, &out, &tokens](const turbokv::Event& e) {
+    if (!e.is_final() && ++tokens == 2) out.attn_ms_before_decode = eng.stats().attention_ms;
     if (e.is_final()) out.last_step = eng.stats().steps + 1;
   };
   TKV_ASSIGN_OR_RETURN(turbokv::RequestHandle h, eng.submit(r));
