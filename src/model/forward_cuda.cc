@@ -1,15 +1,11 @@
-// CudaForward::run: one ragged batch on the GPU, op for op as forward.cc. Prefill
-// attention reuses the one-query decode kernel: every token of the batch is its own
-// "sequence" over its slice's page-table row with seq_len = its position + 1, which
-// is causal attention (correct, not fast: a prefill kernel is the next step, issue 26).
-// Logits come back to the host only for the rows the batch wants.
+// CudaForward::run: one ragged batch on the GPU, op for op as forward.cc (attention and
+// the step's tables: forward_cuda_attn.cc). Logits come back to the host only for the
+// rows the batch wants.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "device/cuda_check.h"
-#include "kernels/attention_cuda/attention_cuda.h"
-#include "kernels/kvcodec/kvcodec_cuda.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/nn_cuda/nn_cuda.h"
 #include "model/forward_cuda.h"
@@ -32,21 +28,6 @@ int32_t* I(const device::CudaBuffer& b) {
   return static_cast<int32_t*>(b.data());
 }
 }  // namespace
-
-kernels::PagedKv CudaForward::paged(int il) const {
-  const DevLayer& D = layers_[static_cast<size_t>(il)];
-  kernels::PagedKv kv;
-  kv.format = kv_format_;
-  kv.k_data = static_cast<uint8_t*>(D.k_data.data());
-  kv.v_data = static_cast<uint8_t*>(D.v_data.data());
-  kv.k_scale = static_cast<uint16_t*>(D.k_scale.data());
-  kv.k_zero = static_cast<uint16_t*>(D.k_zero.data());
-  kv.v_scale = static_cast<uint16_t*>(D.v_scale.data());
-  kv.page_indices = I(pages_);
-  kv.seq_lens = I(seq_lens_);
-  kv.page_stride = page_stride_;
-  return kv;
-}
 
 Status CudaForward::ensure_workspace(int64_t n) {
   if (n <= cap_) return Status();
@@ -72,46 +53,6 @@ Status CudaForward::ensure_workspace(int64_t n) {
   return Status();
 }
 
-// Per token of the batch: its slot (page * page_size + offset) for the encode, and a
-// block-table row (its slice's pages) with seq_len = position + 1 for attention.
-Status CudaForward::build_tables(const Batch& b, const Workspace& ws, const kv::KvCache& cache) {
-  const int64_t n = b.n_tokens(), ps = kv_format_.page_size;
-  int64_t stride = 1;
-  for (const BatchSlice& s : b.slices)
-    stride = std::max(stride, (ws.pos[static_cast<size_t>(s.first)] + s.n + ps - 1) / ps);
-  page_stride_ = static_cast<int>(stride);
-  max_seq_len_ = 0;
-  host_tables_.assign(static_cast<size_t>(2 * n + n * stride), 0);
-  int32_t* slots = host_tables_.data();
-  int32_t* lens = slots + n;
-  int32_t* pages = lens + n;
-  for (const BatchSlice& s : b.slices) {
-    const int64_t pos0 = ws.pos[static_cast<size_t>(s.first)];
-    const kernels::KvView view = cache.view(0, s.seq, pos0 + s.n);
-    if (view.n_segs != 1 || view.segs[0].pos0 != 0)
-      return make_error(StatusCode::kInternal, "[cuda] sequence {} has {} KV segments", s.seq,
-                        view.n_segs);
-    const int32_t* ids = view.segs[0].page_ids;
-    const int64_t n_pages = (pos0 + s.n + ps - 1) / ps;
-    for (int64_t j = 0; j < s.n; ++j) {
-      const int64_t i = s.first + j, p = pos0 + j;
-      slots[i] = static_cast<int32_t>(ids[p / ps] * ps + p % ps);
-      lens[i] = static_cast<int32_t>(p + 1);
-      std::copy(ids, ids + n_pages, pages + i * stride);
-    }
-    max_seq_len_ = std::max<int>(max_seq_len_, static_cast<int>(pos0 + s.n));
-  }
-  TKV_RETURN_IF_ERROR(ensure(pages_, static_cast<size_t>(n * stride) * 4));
-  const size_t nb = static_cast<size_t>(n) * 4;
-  TKV_RETURN_IF_ERROR(
-      ck(cudaMemcpyAsync(I(slots_), slots, nb, cudaMemcpyHostToDevice, stream_), "[cuda] slots"));
-  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(seq_lens_), lens, nb, cudaMemcpyHostToDevice, stream_),
-                         "[cuda] seq_lens"));
-  return ck(cudaMemcpyAsync(I(pages_), pages, nb * static_cast<size_t>(stride),
-                            cudaMemcpyHostToDevice, stream_),
-            "[cuda] page table");
-}
-
 Status CudaForward::gemv(const DevMatrix& m, const float* x, float* y, int64_t n) {
   for (int64_t t0 = 0; t0 < n; t0 += kernels::kGemvMaxTokens) {
     kernels::GemvCudaParams p;
@@ -126,37 +67,6 @@ Status CudaForward::gemv(const DevMatrix& m, const float* x, float* y, int64_t n
     TKV_RETURN_IF_ERROR(kernels::gemv_cuda(p, stream_));
   }
   return Status();
-}
-
-Status CudaForward::attention(int il, int64_t n) {
-  const ModelConfig& c = cfg_;
-  kernels::KvEncodeCudaParams ep;
-  ep.cache = paged(il);
-  ep.n_tokens = static_cast<int>(n);
-  ep.k = F(k_);
-  ep.v = F(v_);
-  ep.slot_mapping = I(slots_);
-  TKV_RETURN_IF_ERROR(kernels::kvcodec_encode_cuda(ep, stream_));
-  kernels::DecodeCudaParams p;
-  p.kv = paged(il);
-  p.n_seqs = static_cast<int>(n);
-  p.n_heads = c.n_heads;
-  p.max_seq_len = max_seq_len_;
-  p.softmax_scale = attn_scale_;
-  // Quantized keys: the query on the int8 grid the CPU's fused attention scores with
-  // (fused_int8_query_rows), so the two backends see the same query.
-  if (!kv_format_.is_float())
-    TKV_RETURN_IF_ERROR(ck(kernels::int8_grid_rows_cuda(F(q_), n * c.n_heads, c.head_dim, stream_),
-                           "[cuda] int8 query"));
-  // fp32 q and out (the general kernel): bf16 ones cost SmolLM2 a mean KL of 0.004-0.1
-  p.q_f32 = F(q_);
-  p.out_f32 = F(attn_);
-  p.sm_count = sm_count_;
-  const int64_t ws_bytes = kernels::decode_workspace_bytes(p);
-  TKV_RETURN_IF_ERROR(ensure(attn_ws_, static_cast<size_t>(ws_bytes)));
-  p.workspace = attn_ws_.data();
-  p.workspace_bytes = static_cast<int64_t>(attn_ws_.bytes());
-  return kernels::decode_attention_cuda(p, stream_);
 }
 
 Status CudaForward::layer_forward(int il, int64_t n) {

@@ -2,7 +2,8 @@
 // forward_cuda*.cc (it includes CUDA headers). Weights stay in their GGUF formats and
 // go through gemv_cuda (<= 16 tokens a launch, so a longer batch runs in chunks); the
 // small ops are kernels/nn_cuda; K/V are encoded into device pools with the host
-// cache's page format and page ids; attention is the one-query decode kernel.
+// cache's page format and page ids; attention is the one-query decode kernel for
+// one-token slices and the prefill kernel for longer ones (forward_cuda_attn.cc).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -71,9 +72,15 @@ class CudaForward final : public DeviceForward {
   device::CudaBuffer x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_;
   device::CudaBuffer pos_, slots_, seq_lens_, pages_;  // int32 tables of the step
   device::CudaBuffer attn_ws_, rows_, logits_in_, logits_;
-  int page_stride_ = 0, max_seq_len_ = 0;
+  int page_stride_ = 0, max_seq_len_ = 0;  // block-table row length; longest decode row
+  // Prefill slices of the step: [first row, tokens, seq_len] x n_prefill_, then their
+  // block-table rows; decode rows (one-token slices) counted in n_decode_.
+  device::CudaBuffer pf_tables_;
+  std::vector<int32_t> host_pf_;
+  bool prefill_ok_ = false;  // the prefill kernel takes this format and head count
+  int n_decode_ = 0, n_prefill_ = 0, max_q_len_ = 0;
   float attn_scale_ = 1.0f;
-  std::vector<int32_t> host_tables_;  // staging of slots, seq_lens, pages
+  std::vector<int32_t> host_tables_;  // staging of slots, seq_lens, pages (decode rows)
   std::vector<float> host_x_;         // embedding rows
 };
 

@@ -6,6 +6,7 @@
 #include "device/cuda_check.h"
 #include "device/device.h"
 #include "kernels/attention_cuda/attention_cuda.h"
+#include "kernels/attention_cuda/prefill_cuda.h"
 #include "model/forward_cuda.h"
 #include "ops/dispatch.h"
 
@@ -57,6 +58,7 @@ Status CudaForward::init(const kv::KvCache& cache) {
       return unsupported("KV scheme " + cache.scheme_name() + " (bf16 and turbo are)");
   }
   if (c.n_heads % c.n_kv_heads != 0) return unsupported("n_heads not a multiple of n_kv_heads");
+  prefill_ok_ = kernels::prefill_cuda_supports(kv_format_, c.n_heads);  // else decode per token
   TKV_RETURN_IF_ERROR(device::cuda_status(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "[cuda] stream"));
   int dev = 0;

@@ -179,7 +179,9 @@ TEST_P(ForwardCuda, LogitsMatchCpu) {
   std::printf("[forward_cuda] %-12s mean KL / CPU floor %.3g = %.2f\n", GetParam(), floor,
               mean_kl / floor);
   EXPECT_LE(mean_kl, 2.5 * floor);
-  if (confident >= 20) EXPECT_GE(top1, floor > 0.05 ? 0.90 : 0.97);
+  if (confident >= 20) {
+    EXPECT_GE(top1, floor > 0.05 ? 0.90 : 0.97);
+  }
 
   // Greedy decode from fresh sequences: the prompt's first 100 tokens, then 32 steps.
   cpu.cache->free_seq(cpu.seq);
