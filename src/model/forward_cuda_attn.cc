@@ -13,21 +13,13 @@
 #include "kernels/kvcodec/kvcodec_cuda.h"
 #include "kernels/nn_cuda/nn_cuda.h"
 #include "model/forward_cuda.h"
+#include "model/forward_cuda_util.h"
 
 namespace tkv::model {
 namespace {
-Status ck(cudaError_t e, const char* what) {
-  return device::cuda_status(e, what);
-}
-Status ensure(device::CudaBuffer& b, size_t bytes) {
-  if (b.bytes() >= bytes) return Status();
-  b = device::CudaBuffer();  // free first: the new one may need the room
-  TKV_ASSIGN_OR_RETURN(b, device::CudaBuffer::allocate(bytes));
-  return Status();
-}
-int32_t* I(const device::CudaBuffer& b) {
-  return static_cast<int32_t*>(b.data());
-}
+using cuda_fwd::ck;
+using cuda_fwd::ensure;
+using cuda_fwd::I;
 Status upload(device::CudaBuffer& dst, const int32_t* src, size_t n, cudaStream_t s,
               const char* what) {
   TKV_RETURN_IF_ERROR(ensure(dst, std::max<size_t>(n, 1) * 4));
