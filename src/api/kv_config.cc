@@ -28,6 +28,7 @@ Result<KvConfig> KvConfig::parse(std::string_view text) {
   }
   c.key_bits = s.k_bits;
   c.value_bits = s.v_bits;
+  c.rotated_keys = s.k_rotated;
   return c;
 }
 
@@ -40,7 +41,8 @@ std::string KvConfig::to_string() const {
     case Kind::kAffine:
       return std::to_string(key_bits);
     case Kind::kTurbo:
-      return "turbo:k" + std::to_string(key_bits) + "v" + std::to_string(value_bits);
+      return "turbo:k" + std::to_string(key_bits) + (rotated_keys ? "r" : "") + "v" +
+             std::to_string(value_bits);
   }
   return "?";
 }

@@ -43,8 +43,11 @@ Status add_group(CacheLayout& lay, const KvShape& shape, const CacheOptions& o,
   const quant::KvScheme own = !is_float ? scheme : scheme.is_float() ? scheme : bf16;
   const bool prefix = !is_float && o.quant_start > 0;
   if (prefix) {
+    // One view, one query: the prefix's keys are rotated when the scheme's are.
+    quant::KvScheme pre = bf16;
+    pre.k_rotated = scheme.k_rotated;
     grp.stores.push_back(static_cast<int>(lay.stores.size()));
-    lay.stores.push_back({g, bf16, 0, o.quant_start, window, pages_for(o.quant_start)});
+    lay.stores.push_back({g, pre, 0, o.quant_start, window, pages_for(o.quant_start)});
   }
   grp.stores.push_back(static_cast<int>(lay.stores.size()));
   lay.stores.push_back({g, own, prefix ? o.quant_start : 0, kNoEnd, window,

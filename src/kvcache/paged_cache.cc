@@ -17,6 +17,7 @@
 #include "kvcache/paged_cache_impl.h"
 #include "quant/half.h"
 #include "quant/kv_math.h"
+#include "quant/kv_rotation.h"
 
 namespace tkv::kv {
 namespace paged {
@@ -143,12 +144,18 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
                      (int64_t{h} * ps + in_page) * st.row_bytes;
       const float* ks = k + ((t - pos0) * nkv + h) * d;
       const float* vs = v + ((t - pos0) * nkv + h) * d;
+      const bool rot = st.spec.scheme.k_rotated;
       if (st.spec.scheme.is_float()) {
         const bool f16 = st.spec.scheme.kind == quant::KvKind::kF16;
         for (int r = 0; r < run; ++r) {
           auto* row = reinterpret_cast<uint16_t*>(dst + r * st.row_bytes);
           const float* kr = ks + int64_t{r} * nkv * d;
           const float* vr = vs + int64_t{r} * nkv * d;
+          if (rot) {
+            kh.assign(kr, kr + d);
+            quant::rotate_key_rows(kh.data(), 1, d);
+            kr = kh.data();
+          }
           for (int e = 0; e < d; ++e) {
             row[e] = f16 ? quant::f16_kv_encode(kr[e]) : f32_to_bf16(kr[e]);
             row[d + e] = f16 ? quant::f16_kv_encode(vr[e]) : f32_to_bf16(vr[e]);
@@ -164,6 +171,7 @@ void PagedCache::write_store(Store& st, int slot, int seq, int64_t pos0, int64_t
         std::memcpy(&vh[static_cast<size_t>(r) * d], vs + int64_t{r} * nkv * d,
                     sizeof(float) * static_cast<size_t>(d));
       }
+      if (rot) quant::rotate_key_rows(kh.data(), run, d);
       kernels::KvEncodeParams p;
       p.scheme = st.spec.scheme;
       p.n_rows = run;

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "kernels/attention/attention_fused_bound.h"
+#include "quant/kv_rotation.h"
 
 namespace tkv::ops {
 namespace {
@@ -21,6 +22,9 @@ Status check_args(const kernels::AttnArgs& a, const kernels::KvView& kv) {
   if (!a.q || !a.out || a.n_q <= 0 || a.n_heads <= 0 || nkv <= 0 || a.n_heads % nkv != 0)
     return invalid_argument("[ops] attention: {} queries of {} heads over {} kv heads", a.n_q,
                             a.n_heads, nkv);
+  for (int i = 1; i < kv.n_segs; ++i)
+    if (kv.segs[i].format.scheme.k_rotated != kv.segs[0].format.scheme.k_rotated)
+      return invalid_argument("[ops] attention over rotated and unrotated keys in one view");
   if (kv.n_total() < a.q_pos0 + a.n_q)
     return invalid_argument("[ops] attention: queries up to position {} over {} cached tokens",
                             a.q_pos0 + a.n_q - 1, kv.n_total());
@@ -123,6 +127,15 @@ Status attention(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnMode
                       backend_name(backend));
   switch (backend) {
     case Backend::kCpu:
+      if (kv.segs[0].format.scheme.k_rotated) {
+        // Keys stored rotated (quant/kv_rotation.h): the queries meet them rotated alike.
+        const int d = kv.segs[0].format.head_dim();
+        std::vector<float> q(a.q, a.q + static_cast<size_t>(a.n_q) * a.n_heads * d);
+        quant::rotate_key_rows(q.data(), a.n_q * a.n_heads, d);
+        kernels::AttnArgs r = a;
+        r.q = q.data();
+        return attention_cpu(r, kv, mode, check, pool);
+      }
       return attention_cpu(a, kv, mode, check, pool);
     case Backend::kCuda:
       // The CUDA decode kernels read device pools (kernels/attention_cuda); a

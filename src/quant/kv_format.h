@@ -24,13 +24,18 @@ struct KvScheme {
   int v_bits = 3;            // bf16/f16: 16; affine: 4|8; turbo: 1|2|3|4|5|8 (1 is for tests)
   int head_dim = 128;        // 64|128|256|512 (bf16/f16 rows: any multiple of 8)
   bool k_unsigned8 = false;  // turbo, k_bits 8: uint8 [0,255] keys instead of int8 [-127,127]
+  // Keys stored rotated, H(k ⊙ sign)/√D (the V codec's random-sign FWHT), and queries
+  // rotated alike before the dot product, which an orthonormal rotation leaves unchanged:
+  // outlier channels spread over the row before the per-32 integer grid. turbo, and the
+  // bf16 rows of such a cache's --kv-quant-start prefix.
+  bool k_rotated = false;
 
   TKV_HD bool k_signed() const { return kind == KvKind::kTurbo && k_bits == 8 && !k_unsigned8; }
   // Plain 16-bit float rows [K x head_dim][V x head_dim], no scales.
   TKV_HD bool is_float() const { return kind == KvKind::kBf16 || kind == KvKind::kF16; }
   TKV_HD bool operator==(const KvScheme& o) const {
     return kind == o.kind && k_bits == o.k_bits && v_bits == o.v_bits && head_dim == o.head_dim &&
-           k_unsigned8 == o.k_unsigned8;
+           k_unsigned8 == o.k_unsigned8 && k_rotated == o.k_rotated;
   }
   TKV_HD bool operator!=(const KvScheme& o) const { return !(*this == o); }
 };

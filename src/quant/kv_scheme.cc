@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kValidForms =
     "bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in "
-    "{2,3,4,5,8}";
+    "{2,3,4,5,8} | turbo:k<K>rv<V> (keys rotated)";
 
 bool in_set(int v, std::initializer_list<int> set) {
   for (int s : set)
@@ -54,6 +54,8 @@ Status validate_kv_scheme(const KvScheme& s) {
     default:
       return invalid_argument("[kv] unknown scheme kind {}", (int)s.kind);
   }
+  if (s.k_rotated && s.kind != KvKind::kTurbo && s.kind != KvKind::kBf16)
+    return invalid_argument("[kv] rotated keys need a turbo or bf16 scheme");
   if (s.k_unsigned8 && (s.kind != KvKind::kTurbo || s.k_bits != 8))
     return invalid_argument("[kv] k_unsigned8 needs a turbo scheme with k_bits 8 (got k_bits {})",
                             s.k_bits);
@@ -73,11 +75,16 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
     s = {KvKind::kAffine, b, b, head_dim};
   } else if (text == "turbo") {
     s = {KvKind::kTurbo, 8, 3, head_dim};
-  } else if (text.starts_with("turbo:k") && text.find('v') != std::string_view::npos &&
-             parse_int(text.substr(7, text.find('v') - 7), &k) &&
-             parse_int(text.substr(text.find('v') + 1), &v) && in_set(k, {2, 4, 5, 8}) &&
-             in_set(v, {2, 3, 4, 5, 8})) {
+  } else if (text.starts_with("turbo:k") && text.find('v') != std::string_view::npos) {
+    // turbo:k<K>v<V>, or turbo:k<K>rv<V> for rotated keys
+    std::string_view kb = text.substr(7, text.find('v') - 7);
+    const bool rotated = kb.ends_with('r');
+    if (rotated) kb.remove_suffix(1);
+    if (!(parse_int(kb, &k) && parse_int(text.substr(text.find('v') + 1), &v) &&
+          in_set(k, {2, 4, 5, 8}) && in_set(v, {2, 3, 4, 5, 8})))
+      return invalid_argument("[kv] unknown KV cache type '{}' (valid: {})", text, kValidForms);
     s = {KvKind::kTurbo, k, v, head_dim};
+    s.k_rotated = rotated;
   } else {
     return invalid_argument("[kv] unknown KV cache type '{}' (valid: {})", text, kValidForms);
   }
@@ -95,7 +102,8 @@ std::string kv_scheme_name(const KvScheme& s) {
       return s.k_bits == s.v_bits ? fmt::format("affine{}", s.k_bits)
                                   : fmt::format("affine:k{}v{}", s.k_bits, s.v_bits);
     case KvKind::kTurbo:
-      return fmt::format("turbo:k{}{}v{}", s.k_bits, s.k_unsigned8 ? "u" : "", s.v_bits);
+      return fmt::format("turbo:k{}{}{}v{}", s.k_bits, s.k_unsigned8 ? "u" : "",
+                         s.k_rotated ? "r" : "", s.v_bits);
   }
   return "?";
 }
