@@ -2,11 +2,15 @@
 // naming what is missing), the weight upload (each matrix as stored in the GGUF,
 // read once through pinned staging) and the device KV pools, one set of planes per
 // layer with the host cache's page count, so the host's page ids index them.
+#include <cstdlib>
+#include <string>
+
 #include "base/check.h"
 #include "device/cuda_check.h"
 #include "device/device.h"
 #include "kernels/attention_cuda/attention_cuda.h"
 #include "kernels/attention_cuda/prefill_cuda.h"
+#include "kernels/matmul_cuda/gemm_cuda.h"
 #include "model/forward_cuda.h"
 #include "ops/dispatch.h"
 
@@ -18,6 +22,9 @@ Status unsupported(const std::string& what) {
 }  // namespace
 
 CudaForward::~CudaForward() {
+  for (auto& [n, g] : graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  kernels::gemm_cuda_destroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -59,6 +66,7 @@ Status CudaForward::init(const kv::KvCache& cache) {
   }
   if (c.n_heads % c.n_kv_heads != 0) return unsupported("n_heads not a multiple of n_kv_heads");
   prefill_ok_ = kernels::prefill_cuda_supports(kv_format_, c.n_heads);  // else decode per token
+  if (const char* g = std::getenv("TKV_CUDA_GRAPHS")) graphs_on_ = std::string(g) != "0";
   TKV_RETURN_IF_ERROR(device::cuda_status(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "[cuda] stream"));
   int dev = 0;
