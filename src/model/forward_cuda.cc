@@ -196,6 +196,7 @@ Status CudaForward::step_kernels(int64_t n) {
 Status CudaForward::run(const Batch& b, Workspace& ws, const kv::KvCache& cache) {
   const ModelConfig& c = cfg_;
   const int64_t n = b.n_tokens();
+  TKV_RETURN_IF_ERROR(copy_error_);
   if (n > 65535)  // the decode kernel's grid holds at most 65535 "sequences"
     return invalid_argument("[cuda] a step of {} tokens (at most 65535)", n);
   TKV_RETURN_IF_ERROR(ensure_workspace(n));

@@ -44,6 +44,7 @@ class CudaForward final : public DeviceForward {
   Status init(const kv::KvCache& cache);
   // forward_cuda.cc
   Status run(const Batch& b, Workspace& ws, const kv::KvCache& cache) override;
+  void copy_page(int32_t src, int32_t dst) override;  // forward_cuda_setup.cc
 
  private:
   Status upload_matrix(const kernels::WeightView& w, DevMatrix* m);
@@ -80,6 +81,8 @@ class CudaForward final : public DeviceForward {
   DevMatrix output_;
   const float* output_norm_ = nullptr;
   kernels::KvPageFormat kv_format_;
+  int64_t n_pages_ = 0;  // pages per pool (the host cache's)
+  Status copy_error_;    // a failed copy_page, returned by the next run()
 
   // Device scratch for up to cap_ tokens: activations [cap_, dim] fp32.
   int64_t cap_ = 0;

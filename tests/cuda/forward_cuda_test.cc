@@ -264,6 +264,41 @@ TEST(ForwardCudaGraphs, SameLogitsAsDirectLaunches) {
   std::printf("[forward_cuda] graphs: 40 steps x 3 sequences, logits bit-identical\n");
 }
 
+// A forked sequence on the GPU: fork copies the partial last page (the cache's page-copy
+// hook copies the device pages), then the parent writes a different token into its own
+// copy. The child's logits must be the bits of a fresh sequence fed the same tokens:
+// without the device copy its page would hold zeros, or the parent's token.
+TEST(ForwardCudaPages, ForkedSequenceMatchesFreshOne) {
+  TKV_SKIP_WITHOUT_GPU();
+  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "no " << testing::smollm2_path();
+  ThreadPool pool(2);
+  Engine e = make("turbo:k8v3", true, 4);
+  auto tok = tok::Tokenizer::from_gguf(e.m->gguf());
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> toks = tok.value()->encode(kText, true, false);
+  const int64_t nv = e.m->config().n_vocab, n0 = 100;  // 100 = 6 full pages + 4 of 16
+  auto step = [&](int seq, const int32_t* t, int64_t n) {
+    model::Batch b;
+    b.add(seq, t, n, model::LogitsWanted::kLast);
+    const Status st = e.m->forward(b, e.ws, *e.cache, pool);
+    EXPECT_TRUE(st.ok()) << st.message();
+    const float* l = e.ws.slice_logits(0, nv);
+    return std::vector<float>(l, l + nv);
+  };
+  step(e.seq, toks.data(), n0);
+  auto child = e.cache->fork_seq(e.seq);
+  ASSERT_TRUE(child.ok());
+  const int fresh = e.cache->create_seq().value();
+  step(fresh, toks.data(), n0);
+  const int32_t other = toks[150];
+  step(e.seq, &other, 1);  // the parent's token at position 100
+  for (int64_t i = n0; i < n0 + 8; ++i) {
+    const auto a = step(*child, &toks[size_t(i)], 1), b = step(fresh, &toks[size_t(i)], 1);
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "position " << i;
+  }
+  std::printf("[forward_cuda] fork: the child's 8 decode steps equal a fresh sequence's\n");
+}
+
 INSTANTIATE_TEST_SUITE_P(Schemes, ForwardCuda,
                          ::testing::Values("bf16", "turbo:k8v3", "turbo:k8v4", "turbo:k8v2",
                                            "turbo:k8v5", "turbo:k8v8", "turbo:k4v3", "turbo:k4v2",
