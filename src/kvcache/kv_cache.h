@@ -5,6 +5,7 @@
 // TurboQuant) own their page pools; PageTable does the host bookkeeping.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,11 @@ class KvCache {
   // index stays mapped; the next reserve() copies it before anything is written
   // into it (copy-on-write), so trimming never fails.
   virtual void trim_seq(int seq, int64_t n_tokens) = 0;
+  // Called after the host copies a page's bytes (copy-on-write in reserve(), the partial
+  // page of fork_seq()) with the store and the two page ids, so that a device holding
+  // the bytes (the CUDA forward's pools) copies its own. One hook; an empty one clears it.
+  using PageCopyHook = std::function<void(int store, int32_t src, int32_t dst)>;
+  virtual void set_page_copy_hook(PageCopyHook hook) = 0;
 
   // Prefix sharing (all no-ops returning 0 when CacheOptions::prefix_namespace is
   // 0 or the layout does not support it, see docs/kv-cache.md).

@@ -28,6 +28,11 @@ void Store::copy_page(int32_t src, int32_t dst) {
                 static_cast<size_t>(page_bytes));
 }
 
+void PagedCache::copy_page(size_t s, int32_t src, int32_t dst) {
+  stores_[s].copy_page(src, dst);
+  if (copy_hook_) copy_hook_(static_cast<int>(s), src, dst);
+}
+
 PagedCache::PagedCache(const KvShape& shape, const CacheOptions& opts, const CacheLayout& lay)
     : shape_(shape), opts_(opts), lay_(lay), seq_len_(static_cast<size_t>(opts.max_seqs), 0) {}
 
@@ -70,12 +75,12 @@ void PagedCache::free_seq(int seq) {
 
 Result<int> PagedCache::fork_seq(int src) {
   int id = -1;
-  for (auto& st : stores_) {
+  for (size_t i = 0; i < stores_.size(); ++i) {
     int64_t sp = -1, dp = -1;
-    TKV_ASSIGN_OR_RETURN(int s, st.pt->fork_seq(src, &sp, &dp));
+    TKV_ASSIGN_OR_RETURN(int s, stores_[i].pt->fork_seq(src, &sp, &dp));
     TKV_CHECK(id < 0 || s == id);
     id = s;
-    if (sp >= 0) st.copy_page(static_cast<int32_t>(sp), static_cast<int32_t>(dp));
+    if (sp >= 0) copy_page(i, static_cast<int32_t>(sp), static_cast<int32_t>(dp));
   }
   seq_len_[static_cast<size_t>(id)] = seq_len_[static_cast<size_t>(src)];
   return id;
@@ -102,10 +107,11 @@ Status PagedCache::reserve(int seq, int64_t n_new) {
   if (n_new > opts_.max_chunk_tokens)
     return invalid_argument("[kvcache] {} new tokens in one pass exceed max_chunk_tokens {}", n_new,
                             opts_.max_chunk_tokens);
-  for (auto& st : stores_) {
+  for (size_t i = 0; i < stores_.size(); ++i) {
+    Store& st = stores_[i];
     PageCopy cow;
     TKV_RETURN_IF_ERROR(st.pt->reserve(seq, st.local(len + n_new) - st.local(len), &cow));
-    if (cow.src >= 0) st.copy_page(cow.src, cow.dst);
+    if (cow.src >= 0) copy_page(i, cow.src, cow.dst);
   }
   return Status();
 }

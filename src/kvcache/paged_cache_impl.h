@@ -37,6 +37,7 @@ class PagedCache final : public KvCache {
   Result<int> fork_seq(int src) override;
   int64_t seq_len(int seq) const override { return seq_len_[static_cast<size_t>(seq)]; }
   void trim_seq(int seq, int64_t n) override;
+  void set_page_copy_hook(PageCopyHook hook) override { copy_hook_ = std::move(hook); }
   Status reserve(int seq, int64_t n_new) override;
   void commit(int seq, int64_t n_new) override;
   void write(int layer, int seq, int64_t pos0, int64_t n, const float* k, const float* v) override;
@@ -67,6 +68,8 @@ class PagedCache final : public KvCache {
   void write_store(Store& st, int slot, int seq, int64_t pos0, int64_t n, const float* k,
                    const float* v);
   bool prefix_supported() const;
+  // Store s's page src copied to dst, on the host and through copy_hook_.
+  void copy_page(size_t s, int32_t src, int32_t dst);
   // The store holding block b (positions [b, b + 1) * page_size) and the block's
   // page index in it; prefix sharing only runs where exactly one store does.
   Store& block_store(int64_t b, int64_t* local_page);
@@ -77,6 +80,7 @@ class PagedCache final : public KvCache {
   std::vector<Store> stores_;
   std::vector<int64_t> seq_len_;
   size_t allocated_ = 0;
+  PageCopyHook copy_hook_;
   bool prefix_on_ = false;    // set by allocate(): namespace given and layout supported
   PrefixStats prefix_stats_;  // lookups / tokens; page counts come from the stores
   bool record_events_ = false;

@@ -22,6 +22,9 @@ class DeviceForward {
   // (the host pools stay untouched) and fills ws.logits / ws.logits_row as
   // Model::forward does; the caller commits.
   virtual Status run(const Batch& b, Workspace& ws, const kv::KvCache& cache) = 0;
+  // The cache copied page src to dst (its page-copy hook): the same copy on the device,
+  // ordered before the next run().
+  virtual void copy_page(int32_t src, int32_t dst) = 0;
 };
 
 // Uploads the weights (as stored) and allocates device pools mirroring cache's

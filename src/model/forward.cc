@@ -119,15 +119,18 @@ void Model::output_logits(const Batch& b, Workspace& ws, ThreadPool& pool) const
   }
 }
 
-Status Model::set_backend(ops::Backend b, const kv::KvCache& cache) {
+Status Model::set_backend(ops::Backend b, kv::KvCache& cache) {
   dev_.reset();
   dev_cache_ = nullptr;
+  cache.set_page_copy_hook(nullptr);
   if (b == ops::Backend::kCpu) return Status();
   if (attn_mode_ != ops::AttnMode::kFused)
     return invalid_argument(
         "[model] --device cuda runs the fused attention only (--kv-attn fused)");
   TKV_ASSIGN_OR_RETURN(dev_, make_cuda_forward(cfg_, w_, cache, key_centering_active()));
   dev_cache_ = &cache;
+  cache.set_page_copy_hook(
+      [dev = dev_](int, int32_t src, int32_t dst) { dev->copy_page(src, dst); });
   return Status();
 }
 

@@ -7,6 +7,7 @@
 
 #include "device/cuda_check.h"
 #include "kernels/matmul/matmul.h"
+#include "kernels/matmul_cuda/gemm_cuda.h"
 #include "kernels/nn_cuda/nn_cuda.h"
 #include "model/forward_cuda.h"
 #include "model/forward_cuda_util.h"
@@ -44,6 +45,23 @@ Status CudaForward::ensure_workspace(int64_t n) {
 }
 
 Status CudaForward::gemv(const DevMatrix& m, const float* x, float* y, int64_t n) {
+  if (n >= kGemmMinTokens) {
+    if (!cublas_) TKV_RETURN_IF_ERROR(kernels::gemm_cuda_create(&cublas_));
+    const int64_t bytes = kernels::gemm_cuda_scratch_bytes(m.n_in, m.n_out, n);
+    TKV_RETURN_IF_ERROR(ensure(gemm_scratch_, static_cast<size_t>(bytes)));
+    kernels::GemmCudaParams p;
+    p.w = m.buf.data();
+    p.type = m.type;
+    p.n_in = m.n_in;
+    p.n_out = m.n_out;
+    p.n_tokens = n;
+    p.x = x;
+    p.y = y;
+    p.scratch = gemm_scratch_.data();
+    p.scratch_bytes = static_cast<int64_t>(gemm_scratch_.bytes());
+    p.cublas = cublas_;
+    return kernels::gemm_cuda(p, stream_);
+  }
   for (int64_t t0 = 0; t0 < n; t0 += kernels::kGemvMaxTokens) {
     kernels::GemvCudaParams p;
     p.w = m.buf.data();
@@ -115,10 +133,8 @@ Status CudaForward::layer_forward(int il, int64_t n) {
   return ck(kernels::add_inplace_cuda(x, h, n * d, s), "[cuda] residual");
 }
 
-// Final norm and the vocabulary projection over the wanted rows only; those rows
-// alone come back to the host.
-Status CudaForward::output_logits(const Batch& b, Workspace& ws) {
-  const ModelConfig& c = cfg_;
+// The wanted logits rows (the last token of a slice, or all of them), on the device.
+Status CudaForward::logits_rows(const Batch& b, Workspace& ws) {
   ws.logits_row.assign(b.slices.size(), -1);
   std::vector<int32_t> rows;
   for (size_t i = 0; i < b.slices.size(); ++i) {
@@ -129,23 +145,36 @@ Status CudaForward::output_logits(const Batch& b, Workspace& ws) {
     for (int64_t r = s.first + s.n - n_out; r < s.first + s.n; ++r)
       rows.push_back(static_cast<int32_t>(r));
   }
-  const int64_t nr = static_cast<int64_t>(rows.size());
-  if (nr == 0) return ck(cudaStreamSynchronize(stream_), "[cuda] step");
-  TKV_RETURN_IF_ERROR(
-      ck(cudaMemcpyAsync(I(rows_), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream_),
-         "[cuda] rows"));
+  n_rows_ = static_cast<int64_t>(rows.size());
+  if (n_rows_ == 0) return Status();
+  return ck(
+      cudaMemcpyAsync(I(rows_), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream_),
+      "[cuda] rows");
+}
+
+// Final norm and the vocabulary projection over the wanted rows only.
+Status CudaForward::logits_kernels() {
+  const ModelConfig& c = cfg_;
+  const int64_t nr = n_rows_;
+  if (nr == 0) return Status();
   TKV_RETURN_IF_ERROR(
       ck(kernels::gather_rows_cuda(F(x_), I(rows_), F(logits_in_), nr, c.d_model, stream_),
          "[cuda] gather"));
   TKV_RETURN_IF_ERROR(ck(kernels::rms_norm_cuda(F(logits_in_), output_norm_, F(logits_in_), nr,
                                                 c.d_model, c.rms_eps, stream_),
                          "[cuda] output norm"));
-  TKV_RETURN_IF_ERROR(gemv(output_, F(logits_in_), F(logits_), nr));
-  const size_t n_logits = static_cast<size_t>(nr) * static_cast<size_t>(c.n_vocab);
+  return gemv(output_, F(logits_in_), F(logits_), nr);
+}
+
+// Those rows alone come back to the host; the step ends here (one host sync).
+Status CudaForward::fetch_logits(Workspace& ws) {
+  const ModelConfig& c = cfg_;
+  const size_t n_logits = static_cast<size_t>(n_rows_) * static_cast<size_t>(c.n_vocab);
   if (ws.logits.size() < n_logits) ws.logits.resize(n_logits);
-  TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(ws.logits.data(), F(logits_), n_logits * sizeof(float),
-                                         cudaMemcpyDeviceToHost, stream_),
-                         "[cuda] logits"));
+  if (n_logits > 0)
+    TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(ws.logits.data(), F(logits_), n_logits * sizeof(float),
+                                           cudaMemcpyDeviceToHost, stream_),
+                           "[cuda] logits"));
   TKV_RETURN_IF_ERROR(ck(cudaStreamSynchronize(stream_), "[cuda] step"));
   if (c.final_logit_softcap > 0) {
     const float cap = c.final_logit_softcap;
@@ -154,9 +183,20 @@ Status CudaForward::output_logits(const Batch& b, Workspace& ws) {
   return Status();
 }
 
+Status CudaForward::step_kernels(int64_t n) {
+  const ModelConfig& c = cfg_;
+  if (c.embed_scale != 1.0f)
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::scale_inplace_cuda(F(x_), c.embed_scale, n * c.d_model, stream_),
+           "[cuda] embed scale"));
+  for (int il = 0; il < c.n_layers; ++il) TKV_RETURN_IF_ERROR(layer_forward(il, n));
+  return logits_kernels();
+}
+
 Status CudaForward::run(const Batch& b, Workspace& ws, const kv::KvCache& cache) {
   const ModelConfig& c = cfg_;
   const int64_t n = b.n_tokens();
+  TKV_RETURN_IF_ERROR(copy_error_);
   if (n > 65535)  // the decode kernel's grid holds at most 65535 "sequences"
     return invalid_argument("[cuda] a step of {} tokens (at most 65535)", n);
   TKV_RETURN_IF_ERROR(ensure_workspace(n));
@@ -166,16 +206,16 @@ Status CudaForward::run(const Batch& b, Workspace& ws, const kv::KvCache& cache)
   TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(F(x_), host_x_.data(), host_x_.size() * sizeof(float),
                                          cudaMemcpyHostToDevice, stream_),
                          "[cuda] embeddings"));
-  if (c.embed_scale != 1.0f)
-    TKV_RETURN_IF_ERROR(
-        ck(kernels::scale_inplace_cuda(F(x_), c.embed_scale, n * c.d_model, stream_),
-           "[cuda] embed scale"));
   TKV_RETURN_IF_ERROR(ck(cudaMemcpyAsync(I(pos_), ws.pos.data(), static_cast<size_t>(n) * 4,
                                          cudaMemcpyHostToDevice, stream_),
                          "[cuda] positions"));
   TKV_RETURN_IF_ERROR(build_tables(b, ws, cache));
-  for (int il = 0; il < c.n_layers; ++il) TKV_RETURN_IF_ERROR(layer_forward(il, n));
-  return output_logits(b, ws);
+  TKV_RETURN_IF_ERROR(logits_rows(b, ws));
+  if (graph_step_)
+    TKV_RETURN_IF_ERROR(run_graph(n));
+  else
+    TKV_RETURN_IF_ERROR(step_kernels(n));
+  return fetch_logits(ws);
 }
 
 }  // namespace tkv::model

@@ -7,9 +7,11 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <vector>
 
 #include "device/cuda_upload.h"
+#include "kernels/attention_cuda/attention_cuda.h"
 #include "kernels/attention_cuda/paged_kv.h"
 #include "kernels/matmul_cuda/matmul_cuda.h"
 #include "model/device_forward.h"
@@ -42,16 +44,29 @@ class CudaForward final : public DeviceForward {
   Status init(const kv::KvCache& cache);
   // forward_cuda.cc
   Status run(const Batch& b, Workspace& ws, const kv::KvCache& cache) override;
+  void copy_page(int32_t src, int32_t dst) override;  // forward_cuda_setup.cc
 
  private:
   Status upload_matrix(const kernels::WeightView& w, DevMatrix* m);
   Result<const float*> upload_vector(const std::vector<float>& v);  // null for empty v
   Status ensure_workspace(int64_t n_tokens);
   Status build_tables(const Batch& b, const Workspace& ws, const kv::KvCache& cache);
+  // The step's kernels after the uploads: embedding scale, the layers, the logits rows.
+  Status step_kernels(int64_t n);
   Status layer_forward(int il, int64_t n);
   Status attention(int il, int64_t n);
-  Status output_logits(const Batch& b, Workspace& ws);
-  // y[t] = W x[t] for n tokens, in launches of <= kGemvMaxTokens.
+  kernels::DecodeCudaParams decode_params(int il, int64_t n) const;
+  // Host rows of the wanted logits (ws.logits_row), uploaded into rows_; sets n_rows_.
+  Status logits_rows(const Batch& b, Workspace& ws);
+  Status logits_kernels();
+  Status fetch_logits(Workspace& ws);
+  // forward_cuda_graph.cc: a pure decode step replayed from a CUDA graph of its kernels,
+  // captured again when the step's shape key or a scratch buffer changed.
+  Status run_graph(int64_t n);
+  Status prepare_capture(int64_t n);
+  std::vector<const void*> graph_buffers() const;
+  // y[t] = W x[t] for n tokens: the decode GEMV in launches of <= kGemvMaxTokens, or
+  // from kGemmMinTokens on the bf16 tensor-core GEMM (gemm_cuda.h).
   Status gemv(const DevMatrix& m, const float* x, float* y, int64_t n);
   kernels::PagedKv paged(int il) const;
 
@@ -66,12 +81,16 @@ class CudaForward final : public DeviceForward {
   DevMatrix output_;
   const float* output_norm_ = nullptr;
   kernels::KvPageFormat kv_format_;
+  int64_t n_pages_ = 0;  // pages per pool (the host cache's)
+  Status copy_error_;    // a failed copy_page, returned by the next run()
 
   // Device scratch for up to cap_ tokens: activations [cap_, dim] fp32.
   int64_t cap_ = 0;
   device::CudaBuffer x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_;
   device::CudaBuffer pos_, slots_, seq_lens_, pages_;  // int32 tables of the step
   device::CudaBuffer attn_ws_, rows_, logits_in_, logits_;
+  void* cublas_ = nullptr;  // gemm_cuda's handle, made on the first GEMM
+  device::CudaBuffer gemm_scratch_;
   int page_stride_ = 0, max_seq_len_ = 0;  // block-table row length; longest decode row
   // Prefill slices of the step: [first row, tokens, seq_len] x n_prefill_, then their
   // block-table rows; decode rows (one-token slices) counted in n_decode_.
@@ -82,6 +101,25 @@ class CudaForward final : public DeviceForward {
   float attn_scale_ = 1.0f;
   std::vector<int32_t> host_tables_;  // staging of slots, seq_lens, pages (decode rows)
   std::vector<float> host_x_;         // embedding rows
+  int64_t n_rows_ = 0;                // logits rows of the step
+
+  // Decode-step graphs, one executable per step size (tokens); its key is what the
+  // captured launches depend on besides the device buffers' contents.
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    int max_seq_len = -1, page_stride = -1;
+    int64_t n_rows = -1;
+    std::vector<const void*> buffers;
+  };
+  // From this many tokens a matrix runs as one bf16 GEMM (dequantize + cuBLAS) instead of
+  // GEMV launches of 16 tokens: at 32 tokens on the 8B shapes two GEMV launches take
+  // ~150 us for ffn_up Q4_K, the dequantization and GEMM ~105 us (docs/bench/cuda.md).
+  static constexpr int64_t kGemmMinTokens = 32;
+  // Decode steps of at most this many tokens (one per sequence) run as graphs.
+  static constexpr int64_t kGraphMaxTokens = 256;
+  std::map<int64_t, StepGraph> graphs_;
+  bool graphs_on_ = true;    // TKV_CUDA_GRAPHS=0 turns them off (the A/B of the benchmark)
+  bool graph_step_ = false;  // this step runs as a graph (build_tables decides)
 };
 
 }  // namespace tkv::model

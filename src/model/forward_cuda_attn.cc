@@ -25,6 +25,16 @@ Status upload(device::CudaBuffer& dst, const int32_t* src, size_t n, cudaStream_
   TKV_RETURN_IF_ERROR(ensure(dst, std::max<size_t>(n, 1) * 4));
   return ck(cudaMemcpyAsync(dst.data(), src, n * 4, cudaMemcpyHostToDevice, s), what);
 }
+// An upper bound of a decode step's longest sequence that changes rarely: 256, or the
+// length rounded up to a sixteenth of the power of two below it (at most 12.5 % over).
+// A graph's launches depend on it (the split-KV plan, the block-table stride), so a
+// sequence growing by one token reuses the captured graph.
+int64_t graph_len_bucket(int64_t len) {
+  if (len <= 256) return 256;
+  int64_t g = 1;
+  while (g * 16 < len) g *= 2;
+  return (len + g - 1) / g * g;
+}
 }  // namespace
 
 kernels::PagedKv CudaForward::paged(int il) const {
@@ -45,16 +55,23 @@ kernels::PagedKv CudaForward::paged(int il) const {
 // Per token: its slot (page * page_size + offset) for the encode. Decode rows: a
 // block-table row (the slice's pages) and seq_len = position + 1; rows of prefill slices
 // get seq_len 0 (the decode kernel writes zeros there, the prefill kernel after it the
-// rows). Per prefill slice: (first row, tokens, seq_len) and a block-table row.
+// rows). Per prefill slice: (first row, tokens, seq_len) and a block-table row. A step of
+// decode rows only runs as a graph, its max_seq_len and stride bucketed.
 Status CudaForward::build_tables(const Batch& b, const Workspace& ws, const kv::KvCache& cache) {
   const int64_t n = b.n_tokens(), ps = kv_format_.page_size;
-  int64_t stride = 1, n_pf = 0, n_dec = 0;
+  int64_t stride = 1, n_pf = 0, n_dec = 0, len_max = 0;
   for (const BatchSlice& s : b.slices) {
-    stride = std::max(stride, (ws.pos[static_cast<size_t>(s.first)] + s.n + ps - 1) / ps);
+    len_max = std::max(len_max, ws.pos[static_cast<size_t>(s.first)] + s.n);
     const bool pf = prefill_ok_ && s.n > 1;
     n_pf += pf;
     n_dec += pf ? 0 : s.n;
   }
+  // Decode-only steps take the bucketed bound with graphs on or off, so both launch the
+  // same kernels with the same arguments (the same bits; forward_cuda_test checks).
+  const bool decode_only = n_pf == 0 && n <= kGraphMaxTokens;
+  graph_step_ = graphs_on_ && decode_only;
+  const int64_t len_bound = decode_only ? graph_len_bucket(len_max) : len_max;
+  stride = std::max(stride, (len_bound + ps - 1) / ps);
   page_stride_ = static_cast<int>(stride);
   max_seq_len_ = max_q_len_ = n_decode_ = n_prefill_ = 0;
   // Decode rows' block table only when the step has decode rows (a 512-token chunk at 32k
@@ -79,7 +96,6 @@ Status CudaForward::build_tables(const Batch& b, const Workspace& ws, const kv::
       if (prefill) continue;
       lens[i] = static_cast<int32_t>(p + 1);
       std::copy(ids, ids + n_pages, pages + i * stride);
-      max_seq_len_ = std::max<int>(max_seq_len_, static_cast<int>(p + 1));
       ++n_decode_;
     }
     if (prefill) {
@@ -91,6 +107,7 @@ Status CudaForward::build_tables(const Batch& b, const Workspace& ws, const kv::
       max_q_len_ = std::max<int>(max_q_len_, static_cast<int>(s.n));
     }
   }
+  if (n_decode_ > 0) max_seq_len_ = static_cast<int>(len_bound);
   const size_t nn = static_cast<size_t>(n);
   TKV_RETURN_IF_ERROR(upload(slots_, slots, nn, stream_, "[cuda] slots"));
   if (n_decode_ > 0) {
@@ -102,6 +119,20 @@ Status CudaForward::build_tables(const Batch& b, const Workspace& ws, const kv::
     TKV_RETURN_IF_ERROR(
         upload(pf_tables_, host_pf_.data(), host_pf_.size(), stream_, "[cuda] prefill tables"));
   return Status();
+}
+
+kernels::DecodeCudaParams CudaForward::decode_params(int il, int64_t n) const {
+  kernels::DecodeCudaParams p;
+  p.kv = paged(il);
+  p.n_seqs = static_cast<int>(n);
+  p.n_heads = cfg_.n_heads;
+  p.max_seq_len = max_seq_len_;
+  p.softmax_scale = attn_scale_;
+  // fp32 q and out (the general kernel): bf16 ones cost SmolLM2 a mean KL of 0.004-0.1
+  p.q_f32 = static_cast<const float*>(q_.data());
+  p.out_f32 = static_cast<float*>(attn_.data());
+  p.sm_count = sm_count_;
+  return p;
 }
 
 Status CudaForward::attention(int il, int64_t n) {
@@ -120,16 +151,7 @@ Status CudaForward::attention(int il, int64_t n) {
     TKV_RETURN_IF_ERROR(ck(kernels::int8_grid_rows_cuda(q, n * c.n_heads, c.head_dim, stream_),
                            "[cuda] int8 query"));
   if (n_decode_ > 0) {
-    kernels::DecodeCudaParams p;
-    p.kv = paged(il);
-    p.n_seqs = static_cast<int>(n);
-    p.n_heads = c.n_heads;
-    p.max_seq_len = max_seq_len_;
-    p.softmax_scale = attn_scale_;
-    // fp32 q and out (the general kernel): bf16 ones cost SmolLM2 a mean KL of 0.004-0.1
-    p.q_f32 = q;
-    p.out_f32 = out;
-    p.sm_count = sm_count_;
+    kernels::DecodeCudaParams p = decode_params(il, n);
     const int64_t ws_bytes = kernels::decode_workspace_bytes(p);
     TKV_RETURN_IF_ERROR(ensure(attn_ws_, static_cast<size_t>(ws_bytes)));
     p.workspace = attn_ws_.data();

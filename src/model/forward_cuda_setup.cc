@@ -2,11 +2,15 @@
 // naming what is missing), the weight upload (each matrix as stored in the GGUF,
 // read once through pinned staging) and the device KV pools, one set of planes per
 // layer with the host cache's page count, so the host's page ids index them.
+#include <cstdlib>
+#include <string>
+
 #include "base/check.h"
 #include "device/cuda_check.h"
 #include "device/device.h"
 #include "kernels/attention_cuda/attention_cuda.h"
 #include "kernels/attention_cuda/prefill_cuda.h"
+#include "kernels/matmul_cuda/gemm_cuda.h"
 #include "model/forward_cuda.h"
 #include "ops/dispatch.h"
 
@@ -18,6 +22,9 @@ Status unsupported(const std::string& what) {
 }  // namespace
 
 CudaForward::~CudaForward() {
+  for (auto& [n, g] : graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  kernels::gemm_cuda_destroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -60,6 +67,7 @@ Status CudaForward::init(const kv::KvCache& cache) {
   }
   if (c.n_heads % c.n_kv_heads != 0) return unsupported("n_heads not a multiple of n_kv_heads");
   prefill_ok_ = kernels::prefill_cuda_supports(kv_format_, c.n_heads);  // else decode per token
+  if (const char* g = std::getenv("TKV_CUDA_GRAPHS")) graphs_on_ = std::string(g) != "0";
   TKV_RETURN_IF_ERROR(device::cuda_status(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "[cuda] stream"));
   int dev = 0;
@@ -72,6 +80,7 @@ Status CudaForward::init(const kv::KvCache& cache) {
   TKV_ASSIGN_OR_RETURN(output_norm_, upload_vector(w_.output_norm));
   const kv::KvCache::LayerStore st0 = cache.layer_stores(0)[0];
   const quant::KvRowLayout rl = kv_format_.rows();
+  n_pages_ = st0.n_pages;
   const size_t rows = static_cast<size_t>(st0.n_pages) * c.n_kv_heads * kv_format_.page_size;
   layers_.resize(static_cast<size_t>(c.n_layers));
   for (int il = 0; il < c.n_layers; ++il) {
@@ -113,6 +122,25 @@ Status CudaForward::init(const kv::KvCache& cache) {
     TKV_RETURN_IF_ERROR(plane(rl.v_scale_bytes, &D.v_scale));
   }
   return device::cuda_status(cudaStreamSynchronize(stream_), "[cuda] upload");
+}
+
+void CudaForward::copy_page(int32_t src, int32_t dst) {
+  if (src < 0 || dst < 0 || src >= n_pages_ || dst >= n_pages_) {
+    copy_error_ = make_error(StatusCode::kInternal, "[cuda] page copy {} -> {} of {} pages", src,
+                             dst, n_pages_);
+    return;
+  }
+  for (DevLayer& D : layers_)
+    for (device::CudaBuffer* b : {&D.k_data, &D.v_data, &D.k_scale, &D.k_zero, &D.v_scale}) {
+      if (b->bytes() == 0) continue;
+      const size_t page = b->bytes() / static_cast<size_t>(n_pages_);
+      uint8_t* base = static_cast<uint8_t*>(b->data());
+      const cudaError_t e = cudaMemcpyAsync(base + page * static_cast<size_t>(dst),
+                                            base + page * static_cast<size_t>(src), page,
+                                            cudaMemcpyDeviceToDevice, stream_);
+      if (e != cudaSuccess && copy_error_.ok())
+        copy_error_ = device::cuda_status(e, "[cuda] page copy");
+    }
 }
 
 Result<std::unique_ptr<DeviceForward>> make_cuda_forward(const ModelConfig& c, const Weights& w,

@@ -66,7 +66,9 @@ class Model {
   // pools on the GPU (device_forward.h); forward() then accepts that cache only, and
   // its host pools stay unwritten (the host keeps the page bookkeeping). Fails with
   // the reason when CUDA cannot run this model and cache. kCpu drops the device state.
-  Status set_backend(ops::Backend b, const kv::KvCache& cache);
+  // With kCuda the cache's page-copy hook copies the device pages too (it shares the
+  // device forward, so either may be destroyed first).
+  Status set_backend(ops::Backend b, kv::KvCache& cache);
   ops::Backend backend() const { return dev_ ? ops::Backend::kCuda : ops::Backend::kCpu; }
   ops::AttnCheck attn_check() const { return attn_check_.totals(); }
 
@@ -81,7 +83,7 @@ class Model {
   std::unique_ptr<io::GgufFile> gguf_;
   Weights w_;
   bool key_center_ = true;
-  std::unique_ptr<DeviceForward> dev_;  // set by set_backend(kCuda)
+  std::shared_ptr<DeviceForward> dev_;  // set by set_backend(kCuda)
   const kv::KvCache* dev_cache_ = nullptr;
   ops::AttnMode attn_mode_ = ops::AttnMode::kFused;
   mutable ops::AttnCheckLog attn_check_;  // forward is const; the log is thread-safe

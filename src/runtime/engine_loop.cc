@@ -44,7 +44,6 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
                                           "with -DTKV_CUDA=ON, e.g. scripts/build cuda-release)");
     if (!o.prompt_cache_dir.empty())  // its blocks are copies of host pages
       return invalid_argument("[engine] --device cuda does not take --prompt-cache yet");
-    e->opts_.prefix_cache = false;
   }
   TKV_ASSIGN_OR_RETURN(e->model_, model::Model::load(o.model_path));
   e->model_->set_key_centering(o.key_center);

@@ -2,10 +2,46 @@
 #include "tests/cuda/cuda_test_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <numeric>
 #include <string>
 
+#include "quant/ggml_blocks.h"
+#include "quant/half.h"
+
 namespace tkv::testing {
+
+std::vector<uint8_t> random_ggml_weights(ggml::Type t, int64_t n_in, int64_t n_out,
+                                         std::mt19937& rng) {
+  const size_t bytes = ggml::row_bytes(t, n_in) * (size_t)n_out;
+  std::vector<uint8_t> w(bytes);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  if (t == ggml::Type::kF32 || t == ggml::Type::kF16 || t == ggml::Type::kBF16) {
+    for (size_t i = 0, n = bytes / (t == ggml::Type::kF32 ? 4 : 2); i < n; ++i) {
+      const float v = u(rng);
+      const uint16_t h = t == ggml::Type::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+      if (t == ggml::Type::kF32)
+        std::memcpy(&w[4 * i], &v, 4);
+      else
+        std::memcpy(&w[2 * i], &h, 2);
+    }
+    return w;
+  }
+  for (auto& b : w) b = (uint8_t)rng();
+  std::vector<size_t> offs = {0};
+  if (t == ggml::Type::kQ4_1 || t == ggml::Type::kQ4_K || t == ggml::Type::kQ5_K) offs.push_back(2);
+  if (t == ggml::Type::kQ6_K) offs = {offsetof(ggml::BlockQ6_K, d)};
+  const size_t bb = ggml::traits(t).block_bytes;
+  for (size_t b = 0; b < bytes; b += bb)
+    for (size_t o : offs) {
+      const float v = std::ldexp(0.5f + 0.5f * std::fabs(u(rng)), -5 - (int)(rng() % 4));
+      const uint16_t h = f32_to_f16(u(rng) < 0 ? -v : v);
+      std::memcpy(&w[b + o], &h, 2);
+    }
+  return w;
+}
 
 std::string format_name(const quant::KvScheme& f) {
   std::string n;  // built by appends: g++ 12 warns (-Wrestrict) on "lit" + std::string&&

@@ -12,6 +12,7 @@
 #include "device/cuda_check.h"
 #include "device/device.h"
 #include "kernels/attention_cuda/paged_kv.h"
+#include "quant/ggml_types.h"
 #include "quant/kv_scheme.h"
 
 #define TKV_SKIP_WITHOUT_GPU()                                                      \
@@ -56,6 +57,11 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
   size_t n_ = 0;
 };
+
+// GGUF weights [n_out, n_in] of type t as random bytes with every fp16 scale field set to a
+// finite value of random sign and magnitude 2^-8..2^-5; float types get values in (-1, 1).
+std::vector<uint8_t> random_ggml_weights(ggml::Type t, int64_t n_in, int64_t n_out,
+                                         std::mt19937& rng);
 
 // The formats the CUDA kernels take: turbo (k_signed: int8 keys when k_bits is 8,
 // else uint8) and bf16.

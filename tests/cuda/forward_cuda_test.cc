@@ -23,6 +23,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -56,7 +58,7 @@ struct Engine {
   int seq = -1;
 };
 
-Engine make(const std::string& scheme, bool cuda) {
+Engine make(const std::string& scheme, bool cuda, int max_seqs = 2) {
   Engine e;
   auto m = model::Model::load(testing::smollm2_path());
   EXPECT_TRUE(m.ok()) << m.status().message();
@@ -64,7 +66,7 @@ Engine make(const std::string& scheme, bool cuda) {
   kv::CacheOptions o;
   o.scheme = scheme;
   o.max_tokens = 1024;
-  o.max_seqs = 2;
+  o.max_seqs = max_seqs;
   o.max_chunk_tokens = 512;
   o.budget_bytes = size_t{1} << 31;
   auto c = kv::create_cache(e.m->kv_shape(), o);
@@ -207,6 +209,94 @@ TEST_P(ForwardCuda, LogitsMatchCpu) {
       GetParam(), first, p[size_t(gc[first])], p[size_t(gg[first])]);
   EXPECT_GE(ratio, 0.3) << "at generated token " << first
                         << " the GPU chose a token the CPU gives far less probability";
+}
+
+// Decode steps replayed from CUDA graphs against the same steps launched one by one
+// (TKV_CUDA_GRAPHS=0): three sequences with prompts of 240, 200 and 90 tokens decode 40
+// steps together, fed the same tokens, so the longest crosses the 256-token bound of the
+// step's split plan (a re-capture and an in-place update of the executable graph). Both
+// runs launch the same kernels with the same arguments, so the logits must be the same bits.
+TEST(ForwardCudaGraphs, SameLogitsAsDirectLaunches) {
+  TKV_SKIP_WITHOUT_GPU();
+  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "no " << testing::smollm2_path();
+  ThreadPool pool(2);
+  setenv("TKV_CUDA_GRAPHS", "0", 1);
+  Engine direct = make("turbo:k8v3", true, 4);
+  unsetenv("TKV_CUDA_GRAPHS");
+  Engine graph = make("turbo:k8v3", true, 4);
+  auto tok = tok::Tokenizer::from_gguf(direct.m->gguf());
+  ASSERT_TRUE(tok.ok());
+  std::vector<int32_t> toks = tok.value()->encode(kText, true, false);
+  const std::vector<int32_t> once = toks;
+  toks.insert(toks.end(), once.begin(), once.end());
+  ASSERT_GE(toks.size(), 300u);
+  const int64_t nv = direct.m->config().n_vocab;
+  const int64_t lens[3] = {240, 200, 90};
+  std::vector<int> seqs[2];
+  Engine* engines[2] = {&direct, &graph};
+  for (int e = 0; e < 2; ++e) {
+    seqs[e] = {engines[e]->seq, engines[e]->cache->create_seq().value(),
+               engines[e]->cache->create_seq().value()};
+    for (int s = 0; s < 3; ++s) {
+      model::Batch b;
+      b.add(seqs[e][s], toks.data(), lens[s], model::LogitsWanted::kLast);
+      ASSERT_TRUE(engines[e]->m->forward(b, engines[e]->ws, *engines[e]->cache, pool).ok());
+    }
+  }
+  for (int step = 0; step < 40; ++step) {
+    std::vector<float> out[2];
+    for (int e = 0; e < 2; ++e) {
+      model::Batch b;
+      for (int s = 0; s < 3; ++s)
+        b.add(seqs[e][s], toks.data() + lens[s] + step, 1, model::LogitsWanted::kLast);
+      const Status st = engines[e]->m->forward(b, engines[e]->ws, *engines[e]->cache, pool);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (int s = 0; s < 3; ++s) {
+        const float* l = engines[e]->ws.slice_logits(static_cast<size_t>(s), nv);
+        out[e].insert(out[e].end(), l, l + nv);
+      }
+    }
+    for (size_t i = 0; i < out[0].size(); ++i)
+      ASSERT_EQ(0, std::memcmp(&out[0][i], &out[1][i], 4))
+          << "step " << step << " seq " << i / size_t(nv) << " logit " << i % size_t(nv) << ": "
+          << out[0][i] << " direct vs " << out[1][i] << " graph";
+  }
+  std::printf("[forward_cuda] graphs: 40 steps x 3 sequences, logits bit-identical\n");
+}
+
+// A forked sequence on the GPU: fork copies the partial last page (the cache's page-copy
+// hook copies the device pages), then the parent writes a different token into its own
+// copy. The child's logits must be the bits of a fresh sequence fed the same tokens:
+// without the device copy its page would hold zeros, or the parent's token.
+TEST(ForwardCudaPages, ForkedSequenceMatchesFreshOne) {
+  TKV_SKIP_WITHOUT_GPU();
+  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "no " << testing::smollm2_path();
+  ThreadPool pool(2);
+  Engine e = make("turbo:k8v3", true, 4);
+  auto tok = tok::Tokenizer::from_gguf(e.m->gguf());
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> toks = tok.value()->encode(kText, true, false);
+  const int64_t nv = e.m->config().n_vocab, n0 = 100;  // 100 = 6 full pages + 4 of 16
+  auto step = [&](int seq, const int32_t* t, int64_t n) {
+    model::Batch b;
+    b.add(seq, t, n, model::LogitsWanted::kLast);
+    const Status st = e.m->forward(b, e.ws, *e.cache, pool);
+    EXPECT_TRUE(st.ok()) << st.message();
+    const float* l = e.ws.slice_logits(0, nv);
+    return std::vector<float>(l, l + nv);
+  };
+  step(e.seq, toks.data(), n0);
+  auto child = e.cache->fork_seq(e.seq);
+  ASSERT_TRUE(child.ok());
+  const int fresh = e.cache->create_seq().value();
+  step(fresh, toks.data(), n0);
+  const int32_t other = toks[150];
+  step(e.seq, &other, 1);  // the parent's token at position 100
+  for (int64_t i = n0; i < n0 + 8; ++i) {
+    const auto a = step(*child, &toks[size_t(i)], 1), b = step(fresh, &toks[size_t(i)], 1);
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "position " << i;
+  }
+  std::printf("[forward_cuda] fork: the child's 8 decode steps equal a fresh sequence's\n");
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, ForwardCuda,

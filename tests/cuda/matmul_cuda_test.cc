@@ -42,37 +42,6 @@ using ggml::Type;
 const Type kTypes[] = {Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ8_0, Type::kQ4_K,
                        Type::kQ5_K, Type::kQ6_K, Type::kF16,  Type::kBF16, Type::kF32};
 
-// Random bytes with every fp16 scale field set to a finite value of random sign and
-// magnitude 2^-8..2^-5; float types get random values in (-1, 1).
-std::vector<uint8_t> random_weights(Type t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
-  const size_t bytes = ggml::row_bytes(t, n_in) * (size_t)n_out;
-  std::vector<uint8_t> w(bytes);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  if (t == Type::kF32 || t == Type::kF16 || t == Type::kBF16) {
-    for (size_t i = 0, n = bytes / (t == Type::kF32 ? 4 : 2); i < n; ++i) {
-      const float v = u(rng);
-      const uint16_t h = t == Type::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
-      if (t == Type::kF32)
-        std::memcpy(&w[4 * i], &v, 4);
-      else
-        std::memcpy(&w[2 * i], &h, 2);
-    }
-    return w;
-  }
-  for (auto& b : w) b = (uint8_t)rng();
-  std::vector<size_t> offs = {0};
-  if (t == Type::kQ4_1 || t == Type::kQ4_K || t == Type::kQ5_K) offs.push_back(2);
-  if (t == Type::kQ6_K) offs = {offsetof(ggml::BlockQ6_K, d)};
-  const size_t bb = ggml::traits(t).block_bytes;
-  for (size_t b = 0; b < bytes; b += bb)
-    for (size_t o : offs) {
-      const float v = std::ldexp(0.5f + 0.5f * std::fabs(u(rng)), -5 - (int)(rng() % 4));
-      const uint16_t h = f32_to_f16(u(rng) < 0 ? -v : v);
-      std::memcpy(&w[b + o], &h, 2);
-    }
-  return w;
-}
-
 struct Shape {
   int64_t n_in, n_out;
   int n_tokens;
@@ -85,7 +54,7 @@ void check(Type t, const Shape& s, std::mt19937& rng, device::PinnedStaging& sta
                            " n_out " + std::to_string(s.n_out) + " tokens " +
                            std::to_string(s.n_tokens);
   SCOPED_TRACE(what);
-  const std::vector<uint8_t> w = random_weights(t, s.n_in, s.n_out, rng);
+  const std::vector<uint8_t> w = random_ggml_weights(t, s.n_in, s.n_out, rng);
   std::normal_distribution<float> n01(0.0f, 1.0f);
   std::vector<float> x((size_t)(s.n_in * s.n_tokens));
   for (float& v : x) v = n01(rng);
@@ -185,7 +154,7 @@ TEST(MatmulCuda, SameIntegersAsTheCpuMatmul) {
   for (Type t : kTypes) {
     if (t == Type::kF32 || t == Type::kF16 || t == Type::kBF16) continue;
     SCOPED_TRACE(std::string(ggml::traits(t).name));
-    const std::vector<uint8_t> w = random_weights(t, n_in, n_out, rng);
+    const std::vector<uint8_t> w = random_ggml_weights(t, n_in, n_out, rng);
     std::normal_distribution<float> n01(0.0f, 1.0f);
     std::vector<float> x((size_t)(n_in * n_tokens));
     for (float& v : x) v = n01(rng);
@@ -226,7 +195,7 @@ TEST(MatmulCuda, SameInputSameBits) {
   std::mt19937 rng(7);
   device::PinnedStaging staging;
   const int64_t n_in = 1536, n_out = 4099;
-  const std::vector<uint8_t> w = random_weights(Type::kQ4_K, n_in, n_out, rng);
+  const std::vector<uint8_t> w = random_ggml_weights(Type::kQ4_K, n_in, n_out, rng);
   auto dw = device::upload_to_device(w.data(), w.size(), staging);
   ASSERT_TRUE(dw.ok());
   std::vector<float> x((size_t)n_in * 4);

@@ -1,6 +1,7 @@
 // bf16 cache + paged attention == fp32 reference attention on the bf16-rounded
 // K/V, for GQA 1/3/4/8, head_dim 64/128/256, lengths around page boundaries,
 // sliding windows, multi-token (prefill) and single-token (decode) queries.
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -109,6 +110,46 @@ TEST(Bf16Cache, ForkCopiesPartialPage) {
   kernels::AttnArgs args{q.data(), out.data(), 1, 1, 6, 0, 0.125f};
   ASSERT_TRUE(ops::attention(args, kv.view(1, *a, 7), ops::AttnMode::kFused, nullptr, pool).ok());
   for (float x : out) EXPECT_FLOAT_EQ(x, 2.0f);
+}
+
+// The page-copy hook sees every page copy the cache makes, with the page ids the
+// views use: fork's partial page, then copy-on-write after a trim of a shared page.
+TEST(Bf16Cache, PageCopyHookSeesEveryCopy) {
+  KvShape shape{1, 1, 64, {0}};
+  CacheOptions opts;
+  opts.page_size = 4;
+  opts.max_tokens = 64;
+  auto cache = create_cache(shape, opts);
+  ASSERT_TRUE(cache.ok());
+  auto& kv = *cache.value();
+  std::vector<std::array<int32_t, 3>> copies;
+  kv.set_page_copy_hook([&](int store, int32_t src, int32_t dst) {
+    copies.push_back({store, src, dst});
+  });
+  auto a = kv.create_seq();
+  std::vector<float> k(6 * 64, 1.0f), v(6 * 64, 2.0f);
+  ASSERT_TRUE(kv.reserve(*a, 6).ok());
+  kv.write(0, *a, 0, 6, k.data(), v.data());
+  kv.commit(*a, 6);
+  EXPECT_TRUE(copies.empty());
+  auto b = kv.fork_seq(*a);
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(copies.size(), 1u);  // the partial second page; the full first one is shared
+  const kernels::KvView va = kv.view(0, *a, 6), vb = kv.view(0, *b, 6);
+  EXPECT_EQ(copies[0][0], 0);
+  EXPECT_EQ(copies[0][1], va.segs[0].page_ids[1]);
+  EXPECT_EQ(copies[0][2], vb.segs[0].page_ids[1]);
+  EXPECT_EQ(va.segs[0].page_ids[0], vb.segs[0].page_ids[0]);
+  // b trimmed into the shared first page, then written: that page is copied first.
+  kv.trim_seq(*b, 2);
+  ASSERT_TRUE(kv.reserve(*b, 1).ok());
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[1][1], va.segs[0].page_ids[0]);
+  EXPECT_EQ(copies[1][2], kv.view(0, *b, 3).segs[0].page_ids[0]);
+  kv.set_page_copy_hook(nullptr);
+  auto c = kv.fork_seq(*a);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(copies.size(), 2u);  // cleared: no call
 }
 
 }  // namespace
