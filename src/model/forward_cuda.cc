@@ -40,6 +40,8 @@ Status CudaForward::ensure_workspace(int64_t n) {
   TKV_RETURN_IF_ERROR(ensure(rows_, t * 4));
   TKV_RETURN_IF_ERROR(ensure(logits_in_, t * d * f));
   TKV_RETURN_IF_ERROR(ensure(logits_, t * static_cast<size_t>(c.n_vocab) * f));
+  TKV_RETURN_IF_ERROR(ensure(q_bf16_, t * q_dim * 2));
+  TKV_RETURN_IF_ERROR(ensure(out_bf16_, t * q_dim * 2));
   cap_ = static_cast<int64_t>(t);
   return Status();
 }
@@ -50,7 +52,7 @@ Status CudaForward::gemv(const DevMatrix& m, const float* x, float* y, int64_t n
     const int64_t bytes = kernels::gemm_cuda_scratch_bytes(m.n_in, m.n_out, n);
     TKV_RETURN_IF_ERROR(ensure(gemm_scratch_, static_cast<size_t>(bytes)));
     kernels::GemmCudaParams p;
-    p.w = m.buf.data();
+    p.w = m.data();
     p.type = m.type;
     p.n_in = m.n_in;
     p.n_out = m.n_out;
@@ -64,13 +66,35 @@ Status CudaForward::gemv(const DevMatrix& m, const float* x, float* y, int64_t n
   }
   for (int64_t t0 = 0; t0 < n; t0 += kernels::kGemvMaxTokens) {
     kernels::GemvCudaParams p;
-    p.w = m.buf.data();
+    p.w = m.data();
     p.type = m.type;
     p.n_in = m.n_in;
     p.n_out = m.n_out;
     p.n_tokens = static_cast<int>(std::min<int64_t>(kernels::kGemvMaxTokens, n - t0));
     p.x = x + t0 * m.n_in;
     p.y = y + t0 * m.n_out;
+    p.sm_count = sm_count_;
+    TKV_RETURN_IF_ERROR(kernels::gemv_cuda(p, stream_));
+  }
+  return Status();
+}
+
+Status CudaForward::gemv_split(const DevMatrix& m, const float* x, int64_t n, float* y0, int64_t n0,
+                               float* y1, int64_t n1, float* y2) {
+  const int64_t n2 = m.n_out - n0 - n1;
+  for (int64_t t0 = 0; t0 < n; t0 += kernels::kGemvMaxTokens) {
+    kernels::GemvCudaParams p;
+    p.w = m.data();
+    p.type = m.type;
+    p.n_in = m.n_in;
+    p.n_out = m.n_out;
+    p.n_tokens = static_cast<int>(std::min<int64_t>(kernels::kGemvMaxTokens, n - t0));
+    p.x = x + t0 * m.n_in;
+    p.y = y0 + t0 * n0;
+    p.y1 = y1 + t0 * n1;
+    p.y2 = n2 > 0 ? y2 + t0 * n2 : nullptr;
+    p.split1 = n0;
+    p.split2 = n0 + n1;
     p.sm_count = sm_count_;
     TKV_RETURN_IF_ERROR(kernels::gemv_cuda(p, stream_));
   }
@@ -84,11 +108,16 @@ Status CudaForward::layer_forward(int il, int64_t n) {
   const int64_t q_dim = int64_t{c.n_heads} * hd, kv_dim = int64_t{c.n_kv_heads} * hd;
   float *x = F(x_), *h = F(h_), *q = F(q_), *k = F(k_), *v = F(v_);
   cudaStream_t s = stream_;
-  TKV_RETURN_IF_ERROR(
-      ck(kernels::rms_norm_cuda(x, D.attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
-  TKV_RETURN_IF_ERROR(gemv(D.wq, h, q, n));
-  TKV_RETURN_IF_ERROR(gemv(D.wk, h, k, n));
-  TKV_RETURN_IF_ERROR(gemv(D.wv, h, v, n));
+  if (il == 0)  // later layers: the previous layer's residual add did this norm
+    TKV_RETURN_IF_ERROR(
+        ck(kernels::rms_norm_cuda(x, D.attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  if (D.wqkv.n_out > 0 && n < kGemmMinTokens) {
+    TKV_RETURN_IF_ERROR(gemv_split(D.wqkv, h, n, q, q_dim, k, kv_dim, v));
+  } else {
+    TKV_RETURN_IF_ERROR(gemv(D.wq, h, q, n));
+    TKV_RETURN_IF_ERROR(gemv(D.wk, h, k, n));
+    TKV_RETURN_IF_ERROR(gemv(D.wv, h, v, n));
+  }
   if (D.bq) {
     TKV_RETURN_IF_ERROR(ck(kernels::add_bias_cuda(q, D.bq, n, q_dim, s), "[cuda] bias"));
     TKV_RETURN_IF_ERROR(ck(kernels::add_bias_cuda(k, D.bk, n, kv_dim, s), "[cuda] bias"));
@@ -116,11 +145,14 @@ Status CudaForward::layer_forward(int il, int64_t n) {
   if (c.post_norms)
     TKV_RETURN_IF_ERROR(
         ck(kernels::rms_norm_cuda(h, D.post_attn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
-  TKV_RETURN_IF_ERROR(ck(kernels::add_inplace_cuda(x, h, n * d, s), "[cuda] residual"));
-  TKV_RETURN_IF_ERROR(
-      ck(kernels::rms_norm_cuda(x, D.ffn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
-  TKV_RETURN_IF_ERROR(gemv(D.w_gate, h, F(ff_gate_), n));
-  TKV_RETURN_IF_ERROR(gemv(D.w_up, h, F(ff_up_), n));
+  TKV_RETURN_IF_ERROR(ck(kernels::add_rms_norm_cuda(x, h, D.ffn_norm, h, n, d, c.rms_eps, s),
+                         "[cuda] residual + norm"));
+  if (D.w_gu.n_out > 0 && n < kGemmMinTokens) {
+    TKV_RETURN_IF_ERROR(gemv_split(D.w_gu, h, n, F(ff_gate_), c.d_ff, F(ff_up_), c.d_ff, nullptr));
+  } else {
+    TKV_RETURN_IF_ERROR(gemv(D.w_gate, h, F(ff_gate_), n));
+    TKV_RETURN_IF_ERROR(gemv(D.w_up, h, F(ff_up_), n));
+  }
   const int64_t nf = n * c.d_ff;
   TKV_RETURN_IF_ERROR(ck(c.ffn_act == FfnAct::kSilu
                              ? kernels::silu_mul_cuda(F(ff_gate_), F(ff_up_), nf, s)
@@ -130,6 +162,10 @@ Status CudaForward::layer_forward(int il, int64_t n) {
   if (c.post_norms)
     TKV_RETURN_IF_ERROR(
         ck(kernels::rms_norm_cuda(h, D.post_ffn_norm, h, n, d, c.rms_eps, s), "[cuda] norm"));
+  if (il + 1 < c.n_layers)  // the residual add and the next layer's input norm, fused
+    return ck(kernels::add_rms_norm_cuda(x, h, layers_[static_cast<size_t>(il) + 1].attn_norm, h, n,
+                                         d, c.rms_eps, s),
+              "[cuda] residual + norm");
   return ck(kernels::add_inplace_cuda(x, h, n * d, s), "[cuda] residual");
 }
 

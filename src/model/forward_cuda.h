@@ -20,13 +20,18 @@
 namespace tkv::model {
 
 struct DevMatrix {
-  device::CudaBuffer buf;  // [n_out, n_in] in `type` blocks, as in the GGUF
+  device::CudaBuffer buf;      // [n_out, n_in] in `type` blocks, as in the GGUF
+  const void* view = nullptr;  // instead of buf: rows of a fused matrix
   ggml::Type type = ggml::Type::kF32;
   int64_t n_in = 0, n_out = 0;
+  const void* data() const { return view ? view : buf.data(); }
 };
 
 struct DevLayer {
   DevMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  // Q|K|V and gate|up as one matrix each where their types match (one GEMV launch, x
+  // quantized once); wq/wk/wv and w_gate/w_up are then views of its rows (n_out 0: none).
+  DevMatrix wqkv, w_gu;
   // fp32 vectors (null when the architecture has none)
   const float *attn_norm = nullptr, *ffn_norm = nullptr, *post_attn_norm = nullptr,
               *post_ffn_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
@@ -48,6 +53,9 @@ class CudaForward final : public DeviceForward {
 
  private:
   Status upload_matrix(const kernels::WeightView& w, DevMatrix* m);
+  // The parts as one matrix (rows concatenated) when type and n_in match, else each alone.
+  Status upload_fused(const std::vector<const kernels::WeightView*>& ws,
+                      const std::vector<DevMatrix*>& parts, DevMatrix* fused);
   Result<const float*> upload_vector(const std::vector<float>& v);  // null for empty v
   Status ensure_workspace(int64_t n_tokens);
   Status build_tables(const Batch& b, const Workspace& ws, const kv::KvCache& cache);
@@ -68,6 +76,9 @@ class CudaForward final : public DeviceForward {
   // y[t] = W x[t] for n tokens: the decode GEMV in launches of <= kGemvMaxTokens, or
   // from kGemmMinTokens on the bf16 tensor-core GEMM (gemm_cuda.h).
   Status gemv(const DevMatrix& m, const float* x, float* y, int64_t n);
+  // A fused matrix's rows into y0 (n0 rows), y1 (n1) and y2 (the rest; null when none).
+  Status gemv_split(const DevMatrix& m, const float* x, int64_t n, float* y0, int64_t n0, float* y1,
+                    int64_t n1, float* y2);
   kernels::PagedKv paged(int il) const;
 
   ModelConfig cfg_;
@@ -89,6 +100,9 @@ class CudaForward final : public DeviceForward {
   device::CudaBuffer x_, h_, q_, k_, v_, attn_, ff_gate_, ff_up_;
   device::CudaBuffer pos_, slots_, seq_lens_, pages_;  // int32 tables of the step
   device::CudaBuffer attn_ws_, rows_, logits_in_, logits_;
+  // bf16 q and out of the tensor-core decode attention (head_dim 128; decode_params).
+  device::CudaBuffer q_bf16_, out_bf16_;
+  bool tc_attn_ = true;     // TKV_CUDA_ATTN=general: the fp32 kernel everywhere
   void* cublas_ = nullptr;  // gemm_cuda's handle, made on the first GEMM
   device::CudaBuffer gemm_scratch_;
   int page_stride_ = 0, max_seq_len_ = 0;  // block-table row length; longest decode row

@@ -132,6 +132,17 @@ kernels::DecodeCudaParams CudaForward::decode_params(int il, int64_t n) const {
   p.q_f32 = static_cast<const float*>(q_.data());
   p.out_f32 = static_cast<float*>(attn_.data());
   p.sm_count = sm_count_;
+  if (tc_attn_) {
+    // The tensor-core kernel (head_dim 128: bf16 and turbo k8v3/k8v4/k4v3/k4v2) takes bf16 q
+    // and out: q is already on the int8 grid for quantized keys, and out meets the int8
+    // rounding of the next GEMV's input, so bf16 adds little (attention_cuda_test bounds it).
+    kernels::DecodeCudaParams t = p;
+    t.q_f32 = nullptr;
+    t.out_f32 = nullptr;
+    t.q = static_cast<const uint16_t*>(q_bf16_.data());
+    t.out = static_cast<uint16_t*>(out_bf16_.data());
+    if (kernels::decode_uses_tensor_cores(t)) return t;
+  }
   return p;
 }
 
@@ -152,11 +163,18 @@ Status CudaForward::attention(int il, int64_t n) {
                            "[cuda] int8 query"));
   if (n_decode_ > 0) {
     kernels::DecodeCudaParams p = decode_params(il, n);
+    const int64_t nq = n * c.n_heads * c.head_dim;
+    if (p.q)
+      TKV_RETURN_IF_ERROR(
+          ck(kernels::f32_to_bf16_cuda(q, static_cast<uint16_t*>(q_bf16_.data()), nq, stream_),
+             "[cuda] q to bf16"));
     const int64_t ws_bytes = kernels::decode_workspace_bytes(p);
     TKV_RETURN_IF_ERROR(ensure(attn_ws_, static_cast<size_t>(ws_bytes)));
     p.workspace = attn_ws_.data();
     p.workspace_bytes = static_cast<int64_t>(attn_ws_.bytes());
     TKV_RETURN_IF_ERROR(kernels::decode_attention_cuda(p, stream_));
+    if (p.out)  // before the prefill kernel writes its rows of out
+      TKV_RETURN_IF_ERROR(ck(kernels::bf16_to_f32_cuda(p.out, out, nq, stream_), "[cuda] out"));
   }
   if (n_prefill_ == 0) return Status();
   const int32_t* t = I(pf_tables_);

@@ -38,7 +38,9 @@ std::vector<const void*> CudaForward::graph_buffers() const {
           logits_in_.data(),
           logits_.data(),
           gemm_scratch_.data(),
-          cublas_};
+          cublas_,
+          q_bf16_.data(),
+          out_bf16_.data()};
 }
 
 // What a capture must not allocate: the attention workspace and, for steps that reach the

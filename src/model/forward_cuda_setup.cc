@@ -39,6 +39,38 @@ Status CudaForward::upload_matrix(const kernels::WeightView& w, DevMatrix* m) {
   return Status();
 }
 
+Status CudaForward::upload_fused(const std::vector<const kernels::WeightView*>& ws,
+                                 const std::vector<DevMatrix*>& parts, DevMatrix* fused) {
+  bool same = true;
+  size_t total = 0;
+  for (const kernels::WeightView* w : ws) {
+    same = same && w->type == ws[0]->type && w->n_in == ws[0]->n_in;
+    total += ggml::row_bytes(w->type, w->n_in) * static_cast<size_t>(w->n_out);
+  }
+  if (!same || !kernels::gemv_cuda_supports(ws[0]->type)) {
+    for (size_t i = 0; i < ws.size(); ++i) TKV_RETURN_IF_ERROR(upload_matrix(*ws[i], parts[i]));
+    return Status();
+  }
+  TKV_ASSIGN_OR_RETURN(fused->buf, device::CudaBuffer::allocate(total));
+  fused->type = ws[0]->type;
+  fused->n_in = ws[0]->n_in;
+  fused->n_out = 0;
+  size_t off = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const size_t bytes =
+        ggml::row_bytes(ws[i]->type, ws[i]->n_in) * static_cast<size_t>(ws[i]->n_out);
+    uint8_t* dst = static_cast<uint8_t*>(fused->buf.data()) + off;
+    TKV_RETURN_IF_ERROR(staging_.upload(ws[i]->data, bytes, dst, stream_));
+    parts[i]->view = dst;
+    parts[i]->type = ws[i]->type;
+    parts[i]->n_in = ws[i]->n_in;
+    parts[i]->n_out = ws[i]->n_out;
+    fused->n_out += ws[i]->n_out;
+    off += bytes;
+  }
+  return Status();
+}
+
 Result<const float*> CudaForward::upload_vector(const std::vector<float>& v) {
   if (v.empty()) return static_cast<const float*>(nullptr);
   TKV_ASSIGN_OR_RETURN(
@@ -68,6 +100,7 @@ Status CudaForward::init(const kv::KvCache& cache) {
   if (c.n_heads % c.n_kv_heads != 0) return unsupported("n_heads not a multiple of n_kv_heads");
   prefill_ok_ = kernels::prefill_cuda_supports(kv_format_, c.n_heads);  // else decode per token
   if (const char* g = std::getenv("TKV_CUDA_GRAPHS")) graphs_on_ = std::string(g) != "0";
+  if (const char* a = std::getenv("TKV_CUDA_ATTN")) tc_attn_ = std::string(a) != "general";
   TKV_RETURN_IF_ERROR(device::cuda_status(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "[cuda] stream"));
   int dev = 0;
@@ -86,12 +119,9 @@ Status CudaForward::init(const kv::KvCache& cache) {
   for (int il = 0; il < c.n_layers; ++il) {
     const LayerWeights& L = w_.layers[static_cast<size_t>(il)];
     DevLayer& D = layers_[static_cast<size_t>(il)];
-    TKV_RETURN_IF_ERROR(upload_matrix(L.wq, &D.wq));
-    TKV_RETURN_IF_ERROR(upload_matrix(L.wk, &D.wk));
-    TKV_RETURN_IF_ERROR(upload_matrix(L.wv, &D.wv));
+    TKV_RETURN_IF_ERROR(upload_fused({&L.wq, &L.wk, &L.wv}, {&D.wq, &D.wk, &D.wv}, &D.wqkv));
     TKV_RETURN_IF_ERROR(upload_matrix(L.wo, &D.wo));
-    TKV_RETURN_IF_ERROR(upload_matrix(L.w_gate, &D.w_gate));
-    TKV_RETURN_IF_ERROR(upload_matrix(L.w_up, &D.w_up));
+    TKV_RETURN_IF_ERROR(upload_fused({&L.w_gate, &L.w_up}, {&D.w_gate, &D.w_up}, &D.w_gu));
     TKV_RETURN_IF_ERROR(upload_matrix(L.w_down, &D.w_down));
     TKV_ASSIGN_OR_RETURN(D.attn_norm, upload_vector(L.attn_norm));
     TKV_ASSIGN_OR_RETURN(D.ffn_norm, upload_vector(L.ffn_norm));

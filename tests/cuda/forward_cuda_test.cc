@@ -33,6 +33,7 @@
 
 #include "kvcache/kv_cache.h"
 #include "model/model.h"
+#include "model/synth_model.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/model/test_models.h"
 #include "tokenizer/tokenizer.h"
@@ -299,6 +300,80 @@ TEST(ForwardCudaPages, ForkedSequenceMatchesFreshOne) {
     ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "position " << i;
   }
   std::printf("[forward_cuda] fork: the child's 8 decode steps equal a fresh sequence's\n");
+}
+
+// The tensor-core decode attention (head_dim 128, bf16 q and out) inside the forward, on a
+// small synthetic llama (2 layers, 8 query / 2 kv heads of 128; random weights, so only
+// the backends' agreement means anything here): over a 200-token prompt and 24 decode
+// steps, the relative L2 distance of the GPU's logits to the CPU's, with the tensor-core
+// path and with the fp32 kernel (TKV_CUDA_ATTN=general). The tensor-core path may add the
+// bf16 roundings of q and out, not more: at most 2x the fp32 kernel's distance + 0.01.
+TEST(ForwardCudaTensorCores, Head128DecodeMatchesCpu) {
+  TKV_SKIP_WITHOUT_GPU();
+  if (!testing::have(testing::smollm2_path())) GTEST_SKIP() << "no " << testing::smollm2_path();
+  model::SynthSpec sp;
+  sp.label = "forward_cuda_test d128";
+  sp.n_layers = 2, sp.d_model = 1024, sp.n_heads = 8, sp.n_kv_heads = 2, sp.head_dim = 128;
+  sp.d_ff = 2048, sp.n_ctx = 1024, sp.type = ggml::Type::kQ8_0, sp.seed = 3;
+  sp.tokenizer_path = testing::smollm2_path();
+  const std::string path = ::testing::TempDir() + "/tkv_forward_cuda_d128.gguf";
+  auto w = model::write_synth_model(sp, path);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ThreadPool pool(2);
+  std::vector<int32_t> toks(224);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = int32_t(100 + (i * 7919) % 20000);
+  for (const char* scheme : {"bf16", "turbo:k8v3"}) {
+    std::vector<std::vector<float>> rows[3];  // CPU, GPU tensor cores, GPU fp32 kernel
+    for (int run = 0; run < 3; ++run) {
+      if (run == 2) setenv("TKV_CUDA_ATTN", "general", 1);
+      auto m = model::Model::load(path);
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      kv::CacheOptions o;
+      o.scheme = scheme, o.max_tokens = 512, o.max_seqs = 1, o.max_chunk_tokens = 256;
+      o.budget_bytes = size_t{1} << 30;
+      auto cache = kv::create_cache(m.value()->kv_shape(), o);
+      ASSERT_TRUE(cache.ok());
+      if (run > 0) {
+        const Status st = m.value()->set_backend(ops::Backend::kCuda, *cache.value());
+        ASSERT_TRUE(st.ok()) << st.message();
+      }
+      unsetenv("TKV_CUDA_ATTN");
+      const int seq = cache.value()->create_seq().value();
+      model::Workspace ws;
+      const int64_t nv = m.value()->config().n_vocab;
+      for (int64_t p = 0; p < int64_t(toks.size());) {
+        const int64_t k = p == 0 ? 200 : 1;
+        model::Batch b;
+        b.add(seq, toks.data() + p, k, model::LogitsWanted::kLast);
+        const Status st = m.value()->forward(b, ws, *cache.value(), pool);
+        ASSERT_TRUE(st.ok()) << st.message();
+        const float* l = ws.slice_logits(0, nv);
+        rows[run].emplace_back(l, l + nv);
+        p += k;
+      }
+    }
+    double dist[2] = {0, 0};
+    for (int g = 0; g < 2; ++g) {
+      double num = 0, den = 0;
+      for (size_t r = 0; r < rows[0].size(); ++r) {
+        const auto& a = rows[0][r];
+        double mean = 0;
+        for (float v : a) mean += v;
+        mean /= double(a.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          const double d = double(rows[g + 1][r][i]) - a[i];
+          num += d * d;
+          den += (a[i] - mean) * (a[i] - mean);
+        }
+      }
+      dist[g] = std::sqrt(num / den);
+    }
+    std::printf("[forward_cuda] d128 %-10s logits vs CPU: tensor cores %.4f, fp32 kernel %.4f\n",
+                scheme, dist[0], dist[1]);
+    EXPECT_LE(dist[0], 2 * dist[1] + 0.01) << scheme;
+    EXPECT_LE(dist[1], 0.05) << scheme;
+  }
+  std::remove(path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, ForwardCuda,

@@ -212,6 +212,39 @@ TEST(MatmulCuda, SameInputSameBits) {
   EXPECT_EQ(0, std::memcmp(a.data(), dy.download().data(), a.size() * 4));
 }
 
+// A split output (fused Q|K|V) writes the same bits as the plain output, row ranges apart.
+TEST(MatmulCuda, SplitOutputSameBits) {
+  TKV_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(8);
+  device::PinnedStaging staging;
+  const int64_t n_in = 1536, n_out = 1536 + 2 * 256;
+  for (int tokens : {1, 3, 16}) {
+    const std::vector<uint8_t> w = random_ggml_weights(Type::kQ4_0, n_in, n_out, rng);
+    auto dw = device::upload_to_device(w.data(), w.size(), staging);
+    ASSERT_TRUE(dw.ok());
+    std::vector<float> x((size_t)n_in * tokens);
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    for (float& v : x) v = n01(rng);
+    DeviceBuffer<float> dx, dy((size_t)n_out * tokens), dq((size_t)1536 * tokens),
+        dk((size_t)256 * tokens), dv((size_t)256 * tokens);
+    dx.upload(x);
+    kernels::GemvCudaParams p;
+    p.w = dw.value().data(), p.type = Type::kQ4_0, p.n_in = n_in, p.n_out = n_out;
+    p.n_tokens = tokens, p.x = dx.get(), p.y = dy.get();
+    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+    p.y = dq.get(), p.y1 = dk.get(), p.y2 = dv.get(), p.split1 = 1536, p.split2 = 1536 + 256;
+    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+    const auto y = dy.download(), q = dq.download(), k = dk.download(), v = dv.download();
+    for (int t = 0; t < tokens; ++t)
+      for (int64_t o = 0; o < n_out; ++o) {
+        const float got = o < 1536   ? q[t * 1536 + o]
+                          : o < 1792 ? k[t * 256 + (o - 1536)]
+                                     : v[t * 256 + (o - 1792)];
+        ASSERT_EQ(got, y[t * n_out + o]) << "token " << t << " row " << o;
+      }
+  }
+}
+
 TEST(MatmulCuda, RejectsBadShapes) {
   kernels::GemvCudaParams p;
   alignas(16) static float buf[64];

@@ -66,6 +66,31 @@ TEST(NnCuda, RmsNorm) {
   }
 }
 
+// x += h then rms_norm(x) into h (the forward's fused residual + norm): x exactly the CPU's
+// add, y as rms_norm of it.
+TEST(NnCuda, AddRmsNorm) {
+  TKV_SKIP_WITHOUT_GPU();
+  for (int64_t n : {576, 4096}) {
+    const int64_t rows = 3;
+    const auto x = random_vec(size_t(rows * n), 3.0f, 21);
+    const auto h = random_vec(size_t(rows * n), 2.0f, 22);
+    const auto w = random_vec(size_t(n), 1.0f, 23);
+    std::vector<float> sum = x, want(x.size());
+    kernels::add_inplace(sum.data(), h.data(), rows * n);
+    kernels::rms_norm(sum.data(), w.data(), want.data(), rows, n, 1e-6f);
+    DeviceBuffer<float> dx, dh, dw;
+    dx.upload(x);
+    dh.upload(h);
+    dw.upload(w);
+    ASSERT_EQ(
+        kernels::add_rms_norm_cuda(dx.get(), dh.get(), dw.get(), dh.get(), rows, n, 1e-6f, nullptr),
+        cudaSuccess);
+    const auto got_x = dx.download();
+    for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(got_x[i], sum[i]) << "x[" << i << "]";
+    expect_close(dh.download(), want, 6, 0, "add_rms_norm");
+  }
+}
+
 TEST(NnCuda, RopeBothModes) {
   TKV_SKIP_WITHOUT_GPU();
   const int64_t n_tokens = 5, n_heads = 3;

@@ -30,7 +30,9 @@ __device__ __forceinline__ void cp_async_wait() {
 struct GemvArgs {
   const uint8_t* w;  // [n_out, row_bytes]
   const float* x;    // [n_tokens, n_in]
-  float* y;          // [n_tokens, n_out]
+  float* y;          // [n_tokens, split1] (split1 = n_out without a split)
+  float *y1, *y2;    // rows [split1, split2) and [split2, n_out) (GemvCudaParams)
+  int split1, split2;
   int64_t total_bytes, row_bytes;
   int n_in, n_out, n_tokens;
   int rows_per_stage, n_stages, stage_bytes, grid_x, grid_y;
@@ -229,7 +231,13 @@ __global__ void __launch_bounds__(256) gemv_rows_kernel(const GemvArgs a) {
       if (t0 + t >= a.n_tokens) continue;
       float sum = 0.f;
       for (int w = 0; w < n_warps; ++w) sum += red[(w * a.rows_per_stage + i) * TC + t];
-      a.y[(int64_t)(t0 + t) * a.n_out + r0 + i] = sum;
+      const int r = r0 + i;
+      if (r < a.split1)
+        a.y[(int64_t)(t0 + t) * a.split1 + r] = sum;
+      else if (r < a.split2)
+        a.y1[(int64_t)(t0 + t) * (a.split2 - a.split1) + (r - a.split1)] = sum;
+      else
+        a.y2[(int64_t)(t0 + t) * (a.n_out - a.split2) + (r - a.split2)] = sum;
     }
   }
 }
@@ -305,6 +313,9 @@ cudaError_t launch_gemv(const GemvCudaParams& p, const GemvPlan& plan, cudaStrea
   a.row_bytes = (int64_t)ggml::row_bytes(p.type, p.n_in);
   a.total_bytes = a.row_bytes * p.n_out;
   a.n_in = (int)p.n_in, a.n_out = (int)p.n_out, a.n_tokens = p.n_tokens;
+  a.split1 = (int)(p.split1 > 0 ? p.split1 : p.n_out);
+  a.split2 = (int)(p.split2 > 0 ? p.split2 : p.n_out);
+  a.y1 = p.y1, a.y2 = p.y2;
   a.rows_per_stage = plan.rows_per_stage, a.n_stages = plan.n_stages;
   a.stage_bytes = plan.stage_bytes, a.grid_x = plan.grid_x, a.grid_y = plan.grid_y;
   void* args[] = {&a};

@@ -94,6 +94,10 @@ Status gemv_cuda(const GemvCudaParams& p, cudaStream_t stream) {
     return bad("n_tokens " + std::to_string(p.n_tokens) + " not in 1.." +
                std::to_string(kGemvMaxTokens));
   if (!p.w || !p.x || !p.y) return bad("null w, x or y");
+  const int64_t s1 = p.split1 > 0 ? p.split1 : p.n_out, s2 = p.split2 > 0 ? p.split2 : p.n_out;
+  if (s1 > s2 || s2 > p.n_out || (s1 < s2 && !p.y1) || (s2 < p.n_out && !p.y2))
+    return bad("split rows " + std::to_string(p.split1) + ", " + std::to_string(p.split2) + " of " +
+               std::to_string(p.n_out) + " (or a null y1/y2)");
   if (reinterpret_cast<uintptr_t>(p.w) % 16 != 0 || reinterpret_cast<uintptr_t>(p.x) % 16 != 0)
     return bad("w and x must be 16-byte aligned");
   cuda_detail::GemvPlan plan;

@@ -28,6 +28,12 @@ struct GemvCudaParams {
   float* y = nullptr;        // [n_tokens, n_out] device
   int sm_count = 132;        // multiprocessors, for the grid size
   int stage_bytes = 0;       // weight bytes per shared-memory stage (whole rows); 0 = 8192
+  // Optional split output, for projections fused into one matrix (Q|K|V, gate|up): rows
+  // [split1, split2) go to y1 as [n_tokens, split2 - split1] and rows [split2, n_out) to y2
+  // as [n_tokens, n_out - split2]; y keeps [n_tokens, split1]. 0 = no split there.
+  int64_t split1 = 0, split2 = 0;
+  float* y1 = nullptr;
+  float* y2 = nullptr;
 };
 
 constexpr int kGemvMaxTokens = 16;

@@ -17,20 +17,37 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 1048576 ? 1048576 : b));
 }
 
-// One block per row; a double sum of squares, reduced through shared memory.
-__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t n, float eps) {
-  __shared__ double part[kThreads];
-  const float* xr = x + blockIdx.x * n;
+// The block's sum of ss: warp shuffles, then the warps' partials (one barrier pair).
+__device__ __forceinline__ double block_sum(double ss) {
+  __shared__ double part[kThreads / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  double t = 0.0;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) t += part[i];
+  return t;
+}
+
+// One block per row; a double sum of squares. With h (add_rms_norm): x += h first, and the
+// sum is over the new x. y may alias x or h (each element is read, then written, by the
+// same thread).
+template <bool kAdd>
+__global__ void rms_norm_kernel(float* x, const float* h, const float* w, float* y, int64_t n,
+                                float eps) {
+  float* xr = x + blockIdx.x * n;
   float* yr = y + blockIdx.x * n;
   double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += (double)xr[i] * (double)xr[i];
-  part[threadIdx.x] = ss;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
-    __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = xr[i];
+    if constexpr (kAdd) {
+      v = __fadd_rn(v, h[blockIdx.x * n + i]);
+      xr[i] = v;
+    }
+    ss += (double)v * (double)v;
   }
-  const float scale = 1.0f / sqrtf((float)(part[0] / (double)n) + eps);
+  const float scale = 1.0f / sqrtf((float)(block_sum(ss) / (double)n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = __fmul_rn(xr[i], scale);
     yr[i] = w ? __fmul_rn(v, w[i]) : v;
@@ -126,7 +143,15 @@ cudaError_t int8_grid_rows_cuda(float* x, int64_t n_rows, int64_t n, cudaStream_
 cudaError_t rms_norm_cuda(const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                           float eps, cudaStream_t stream) {
   if (n_rows <= 0) return cudaSuccess;
-  rms_norm_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, w, y, n, eps);
+  rms_norm_kernel<false><<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(
+      const_cast<float*>(x), nullptr, w, y, n, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t add_rms_norm_cuda(float* x, const float* h, const float* w, float* y, int64_t n_rows,
+                              int64_t n, float eps, cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  rms_norm_kernel<true><<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, h, w, y, n, eps);
   return cudaGetLastError();
 }
 

@@ -15,6 +15,9 @@ namespace tkv::kernels {
 // y[r, :] = x[r, :] / sqrt(mean(x^2) + eps) * w (w may be null). x, y: [n_rows, n] (may alias).
 cudaError_t rms_norm_cuda(const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                           float eps, cudaStream_t stream);
+// x += h, then y = rms_norm(x) (the residual add fused with the next norm); y may alias h.
+cudaError_t add_rms_norm_cuda(float* x, const float* h, const float* w, float* y, int64_t n_rows,
+                              int64_t n, float eps, cudaStream_t stream);
 // In place on x [n_tokens, n_heads, head_dim]; positions [n_tokens] (device), as kernels::rope.
 cudaError_t rope_cuda(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
                       int64_t head_dim, int64_t n_rot, float base, float freq_scale, RopeMode mode,
