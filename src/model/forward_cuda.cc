@@ -11,6 +11,7 @@
 #include "kernels/nn_cuda/nn_cuda.h"
 #include "model/forward_cuda.h"
 #include "model/forward_cuda_util.h"
+#include "quant/turbo_tables.h"
 
 namespace tkv::model {
 namespace {
@@ -64,19 +65,7 @@ Status CudaForward::gemv(const DevMatrix& m, const float* x, float* y, int64_t n
     p.cublas = cublas_;
     return kernels::gemm_cuda(p, stream_);
   }
-  for (int64_t t0 = 0; t0 < n; t0 += kernels::kGemvMaxTokens) {
-    kernels::GemvCudaParams p;
-    p.w = m.data();
-    p.type = m.type;
-    p.n_in = m.n_in;
-    p.n_out = m.n_out;
-    p.n_tokens = static_cast<int>(std::min<int64_t>(kernels::kGemvMaxTokens, n - t0));
-    p.x = x + t0 * m.n_in;
-    p.y = y + t0 * m.n_out;
-    p.sm_count = sm_count_;
-    TKV_RETURN_IF_ERROR(kernels::gemv_cuda(p, stream_));
-  }
-  return Status();
+  return gemv_split(m, x, n, y, m.n_out, nullptr, 0, nullptr);
 }
 
 Status CudaForward::gemv_split(const DevMatrix& m, const float* x, int64_t n, float* y0, int64_t n0,
@@ -91,7 +80,7 @@ Status CudaForward::gemv_split(const DevMatrix& m, const float* x, int64_t n, fl
     p.n_tokens = static_cast<int>(std::min<int64_t>(kernels::kGemvMaxTokens, n - t0));
     p.x = x + t0 * m.n_in;
     p.y = y0 + t0 * n0;
-    p.y1 = y1 + t0 * n1;
+    p.y1 = n1 > 0 ? y1 + t0 * n1 : nullptr;
     p.y2 = n2 > 0 ? y2 + t0 * n2 : nullptr;
     p.split1 = n0;
     p.split2 = n0 + n1;
@@ -139,6 +128,14 @@ Status CudaForward::layer_forward(int il, int64_t n) {
                          "[cuda] rope"));
   if (D.k_center)  // key centering (model.h): the same constant for every position
     TKV_RETURN_IF_ERROR(ck(kernels::add_bias_cuda(k, D.k_center, n, kv_dim, s), "[cuda] center"));
+  if (k_signs_) {  // rotated keys (quant/kv_rotation.h): keys and queries through the same FWHT
+    const float inv = quant::turbo_inv_sqrt(c.head_dim);
+    const int hd_i = static_cast<int>(hd);
+    TKV_RETURN_IF_ERROR(ck(kernels::fwht_rows_cuda(k, n * c.n_kv_heads, hd_i, k_signs_, inv, s),
+                           "[cuda] rotate keys"));
+    TKV_RETURN_IF_ERROR(ck(kernels::fwht_rows_cuda(q, n * c.n_heads, hd_i, k_signs_, inv, s),
+                           "[cuda] rotate queries"));
+  }
   TKV_RETURN_IF_ERROR(attention(il, n));
 
   TKV_RETURN_IF_ERROR(gemv(D.wo, F(attn_), h, n));

@@ -92,8 +92,9 @@ class CudaForward final : public DeviceForward {
   DevMatrix output_;
   const float* output_norm_ = nullptr;
   kernels::KvPageFormat kv_format_;
-  int64_t n_pages_ = 0;  // pages per pool (the host cache's)
-  Status copy_error_;    // a failed copy_page, returned by the next run()
+  const float* k_signs_ = nullptr;  // rotated keys (KvScheme::k_rotated): the FWHT's signs
+  int64_t n_pages_ = 0;             // pages per pool (the host cache's)
+  Status copy_error_;               // a failed copy_page, returned by the next run()
 
   // Device scratch for up to cap_ tokens: activations [cap_, dim] fp32.
   int64_t cap_ = 0;

@@ -10,6 +10,7 @@
 #include "device/device.h"
 #include "kernels/attention_cuda/attention_cuda.h"
 #include "kernels/attention_cuda/prefill_cuda.h"
+#include "kernels/kvcodec/turbo_tables_cuda.h"
 #include "kernels/matmul_cuda/gemm_cuda.h"
 #include "model/forward_cuda.h"
 #include "ops/dispatch.h"
@@ -95,10 +96,13 @@ Status CudaForward::init(const kv::KvCache& cache) {
     const quant::KvScheme& s = st[0].format.scheme;
     if (!(s.kind == quant::KvKind::kBf16 || s.kind == quant::KvKind::kTurbo))
       return unsupported("KV scheme " + cache.scheme_name() + " (bf16 and turbo are)");
-    if (s.k_rotated) return unsupported("rotated keys (" + cache.scheme_name() + ")");
   }
   if (c.n_heads % c.n_kv_heads != 0) return unsupported("n_heads not a multiple of n_kv_heads");
   prefill_ok_ = kernels::prefill_cuda_supports(kv_format_, c.n_heads);  // else decode per token
+  if (kv_format_.scheme.k_rotated) {
+    k_signs_ = kernels::turbo_signs_cuda(c.head_dim);
+    if (!k_signs_) return unsupported("rotated keys at head_dim " + std::to_string(c.head_dim));
+  }
   if (const char* g = std::getenv("TKV_CUDA_GRAPHS")) graphs_on_ = std::string(g) != "0";
   if (const char* a = std::getenv("TKV_CUDA_ATTN")) tc_attn_ = std::string(a) != "general";
   TKV_RETURN_IF_ERROR(device::cuda_status(

@@ -58,6 +58,11 @@ class DeviceBuffer {
   size_t n_ = 0;
 };
 
+// The weight types the CUDA GEMV and GEMM take.
+inline constexpr ggml::Type kCudaWeightTypes[] = {
+    ggml::Type::kQ4_0, ggml::Type::kQ4_1, ggml::Type::kQ5_0, ggml::Type::kQ8_0, ggml::Type::kQ4_K,
+    ggml::Type::kQ5_K, ggml::Type::kQ6_K, ggml::Type::kF16,  ggml::Type::kBF16, ggml::Type::kF32};
+
 // GGUF weights [n_out, n_in] of type t as random bytes with every fp16 scale field set to a
 // finite value of random sign and magnitude 2^-8..2^-5; float types get values in (-1, 1).
 std::vector<uint8_t> random_ggml_weights(ggml::Type t, int64_t n_in, int64_t n_out,

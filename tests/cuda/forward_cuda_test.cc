@@ -111,10 +111,20 @@ std::vector<double> softmax(const float* x, int64_t n) {
 
 // The CPU's own noise floor per scheme (header comment).
 const std::map<std::string, double> kCpuFloor = {
-    {"bf16", 0.00353},      {"turbo:k8v3", 0.0146},  {"turbo:k8v4", 0.00935},
-    {"turbo:k8v2", 0.0337}, {"turbo:k8v5", 0.00635}, {"turbo:k8v8", 0.00469},
-    {"turbo:k4v3", 0.0605}, {"turbo:k4v2", 0.101},   {"turbo:k4v4", 0.0512},
-    {"turbo:k5v3", 0.0276}, {"turbo:k2v2", 1.02}};
+    {"bf16", 0.00353},
+    {"turbo:k8v3", 0.0146},
+    {"turbo:k8v4", 0.00935},
+    {"turbo:k8v2", 0.0337},
+    {"turbo:k8v5", 0.00635},
+    {"turbo:k8v8", 0.00469},
+    {"turbo:k4v3", 0.0605},
+    {"turbo:k4v2", 0.101},
+    {"turbo:k4v4", 0.0512},
+    {"turbo:k5v3", 0.0276},
+    {"turbo:k2v2", 1.02},
+    // rotated keys: the unrotated scheme's floor (not measured on its own)
+    {"turbo:k4rv3", 0.0605},
+    {"turbo:k8rv3", 0.0146}};
 
 // Greedy tokens; `logits` (if set) gets each step's logits row.
 std::vector<int32_t> greedy(Engine& e, const std::vector<int32_t>& prompt, int n_gen,
@@ -379,7 +389,8 @@ TEST(ForwardCudaTensorCores, Head128DecodeMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Schemes, ForwardCuda,
                          ::testing::Values("bf16", "turbo:k8v3", "turbo:k8v4", "turbo:k8v2",
                                            "turbo:k8v5", "turbo:k8v8", "turbo:k4v3", "turbo:k4v2",
-                                           "turbo:k4v4", "turbo:k5v3", "turbo:k2v2"),
+                                           "turbo:k4v4", "turbo:k5v3", "turbo:k2v2", "turbo:k4rv3",
+                                           "turbo:k8rv3"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string s = i.param;
                            std::replace(s.begin(), s.end(), ':', '_');

@@ -26,8 +26,7 @@ namespace {
 
 using ggml::Type;
 
-const Type kTypes[] = {Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ8_0, Type::kQ4_K,
-                       Type::kQ5_K, Type::kQ6_K, Type::kF16,  Type::kBF16, Type::kF32};
+const auto& kTypes = kCudaWeightTypes;
 
 class Cublas {
  public:

@@ -13,6 +13,7 @@
 #include "kernels/nn/nn.h"
 #include "kernels/nn_cuda/nn_cuda.h"
 #include "quant/half.h"
+#include "quant/kv_rotation.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace tkv {
@@ -88,6 +89,26 @@ TEST(NnCuda, AddRmsNorm) {
     const auto got_x = dx.download();
     for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(got_x[i], sum[i]) << "x[" << i << "]";
     expect_close(dh.download(), want, 6, 0, "add_rms_norm");
+  }
+}
+
+// The key rotation (KvScheme::k_rotated) bit for bit as the CPU's quant::rotate_key_rows.
+TEST(NnCuda, FwhtRowsAsTheCpu) {
+  TKV_SKIP_WITHOUT_GPU();
+  for (int n : {64, 128, 256}) {
+    const int64_t rows = 5;
+    auto x = random_vec(size_t(rows * n), 4.0f, 31);
+    const float* signs = quant::turbo_signs(n);
+    ASSERT_NE(signs, nullptr);
+    DeviceBuffer<float> dx, ds;
+    dx.upload(x);
+    ds.upload(std::vector<float>(signs, signs + n));
+    ASSERT_EQ(
+        kernels::fwht_rows_cuda(dx.get(), rows, n, ds.get(), quant::turbo_inv_sqrt(n), nullptr),
+        cudaSuccess);
+    quant::rotate_key_rows(x.data(), rows, n);
+    const auto got = dx.download();
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], x[i]) << "n " << n << " element " << i;
   }
 }
 

@@ -54,6 +54,29 @@ __global__ void rms_norm_kernel(float* x, const float* h, const float* w, float*
   }
 }
 
+// x <- H(x ⊙ sign) * inv_sqrt per row (quant::fwht_forward, the same butterflies in the
+// same order: shuffles within a warp, shared memory across warps); one block of n threads
+// per row, n a power of two in [32, 512].
+__global__ void fwht_rows_kernel(float* x, int n, const float* sign, float inv_sqrt) {
+  __shared__ float s[512];
+  float* row = x + (int64_t)blockIdx.x * n;
+  const int e = threadIdx.x;
+  float v = __fmul_rn(row[e], sign[e]);
+  for (int h = 1; h < n; h <<= 1) {
+    float other;
+    if (h < 32) {
+      other = __shfl_xor_sync(0xffffffffu, v, h);
+    } else {
+      s[e] = v;
+      __syncthreads();
+      other = s[e ^ h];
+      __syncthreads();
+    }
+    v = (e & h) ? __fadd_rn(other, -v) : __fadd_rn(v, other);
+  }
+  row[e] = __fmul_rn(v, inv_sqrt);
+}
+
 // One thread per (token, head, pair i): theta = pos * freq_scale * theta_scale^i by i
 // float products, as nn_cpu.cc.
 __global__ void rope_kernel(float* x, const int32_t* pos, int64_t n_pairs_total, int64_t n_heads,
@@ -131,6 +154,14 @@ __global__ void int8_grid_kernel(float* x, int64_t n_rows, int64_t n) {
 }
 
 }  // namespace
+
+cudaError_t fwht_rows_cuda(float* x, int64_t n_rows, int n, const float* sign, float inv_sqrt,
+                           cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  if (n < 32 || n > 512 || (n & (n - 1)) != 0) return cudaErrorInvalidValue;
+  fwht_rows_kernel<<<static_cast<unsigned>(n_rows), n, 0, stream>>>(x, n, sign, inv_sqrt);
+  return cudaGetLastError();
+}
 
 cudaError_t int8_grid_rows_cuda(float* x, int64_t n_rows, int64_t n, cudaStream_t stream) {
   if (n_rows <= 0) return cudaSuccess;

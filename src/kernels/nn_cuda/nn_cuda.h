@@ -12,6 +12,11 @@
 
 namespace tkv::kernels {
 
+// x <- H(x ⊙ sign) * inv_sqrt per row of n elements (quant::fwht_forward bit for bit; the
+// key rotation of KvScheme::k_rotated); n a power of two in [32, 512], sign on the device.
+cudaError_t fwht_rows_cuda(float* x, int64_t n_rows, int n, const float* sign, float inv_sqrt,
+                           cudaStream_t stream);
+
 // y[r, :] = x[r, :] / sqrt(mean(x^2) + eps) * w (w may be null). x, y: [n_rows, n] (may alias).
 cudaError_t rms_norm_cuda(const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                           float eps, cudaStream_t stream);
