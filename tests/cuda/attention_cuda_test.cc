@@ -38,57 +38,8 @@ Problem make_problem(const Case& c, const std::vector<int32_t>& lens, std::mt199
   const int d = c.f.head_dim;
   pr.n_heads = c.n_kv_heads * c.gqa;
   pr.cache = make_paged_cache(c.f, c.n_kv_heads, c.page_size, lens, rng);
-  HostPagedCache& h = pr.cache;
-  const int64_t rows = h.n_rows();
   std::normal_distribution<float> n01(0.0f, 1.0f);
-  std::vector<float> k((size_t)rows * d), v(k.size());
-  std::vector<float> chan(d);
-  for (float& x : chan) x = 0.5f * n01(rng);  // per-channel key offsets, as real keys have
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int i = 0; i < d; ++i) k[r * d + i] = n01(rng) + chan[i], v[r * d + i] = n01(rng);
-  }
-  const quant::KvScheme scheme = c.f;
-  const quant::KvRowLayout layout = quant::kv_row_layout(scheme);
-  const kernels::KvPlanes planes =
-      kernels::kv_planes_separate(layout, h.k_data.data(), h.v_data.data(), h.k_scale.data(),
-                                  h.k_zero.data(), h.v_scale.data(), nullptr);
-  kernels::KvEncodeParams ep;
-  ep.scheme = scheme;
-  ep.n_rows = rows;
-  ep.k = k.data();
-  ep.v = v.data();
-  ep.out = planes;
-  kernels::kvcodec_encode_ref(ep);
-  pr.k_hat.resize(k.size());
-  pr.v_hat.resize(v.size());
-  kernels::KvDequantParams dp;
-  dp.scheme = scheme;
-  dp.n_rows = rows;
-  dp.in = planes;
-  dp.k = pr.k_hat.data();
-  dp.v = pr.v_hat.data();
-  kernels::kvcodec_dequant_ref(dp);
-  // A page's slots past its sequence's end hold NaN (as unwritten device memory may): kernels
-  // that copy whole pages (the tensor-core path at page_size >= 64) must mask them.
-  for (size_t s = 0; s < lens.size(); ++s) {
-    const int page_end = (lens[s] + c.page_size - 1) / c.page_size * c.page_size;
-    for (int t = lens[s]; t < page_end; ++t) {
-      for (int kvh = 0; kvh < c.n_kv_heads; ++kvh) {
-        const int64_t row = h.row((int)s, t, kvh);
-        std::fill_n(h.k_data.begin() + row * quant::kv_row_layout_of(c.f).k_data_bytes,
-                    quant::kv_row_layout_of(c.f).k_data_bytes,
-                    0xff);  // bf16 NaN
-        std::fill_n(h.v_data.begin() + row * quant::kv_row_layout_of(c.f).v_data_bytes,
-                    quant::kv_row_layout_of(c.f).v_data_bytes, 0xff);
-        if (!c.f.is_float()) {
-          for (auto* plane : {&h.k_scale, &h.k_zero, &h.v_scale})
-            std::fill_n(plane->begin() + row * (c.f.head_dim / quant::kTurboGroup),
-                        (c.f.head_dim / quant::kTurboGroup),
-                        (uint16_t)0x7e00);  // fp16 NaN
-        }
-      }
-    }
-  }
+  fill_paged_cache(pr.cache, lens, rng, n01, &pr.k_hat, &pr.v_hat);
   pr.q.resize((size_t)lens.size() * pr.n_heads * d);
   for (uint16_t& x : pr.q) x = f32_to_bf16(n01(rng));
   return pr;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 
+#include "kernels/kvcodec/kvcodec.h"
 #include "quant/ggml_blocks.h"
 #include "quant/half.h"
 
@@ -41,6 +42,51 @@ std::vector<uint8_t> random_ggml_weights(ggml::Type t, int64_t n_in, int64_t n_o
       std::memcpy(&w[b + o], &h, 2);
     }
   return w;
+}
+
+void fill_paged_cache(HostPagedCache& h, const std::vector<int32_t>& lens, std::mt19937& rng,
+                      std::normal_distribution<float>& n01, std::vector<float>* k_hat,
+                      std::vector<float>* v_hat) {
+  const quant::KvScheme& f = h.format;
+  const int d = f.head_dim;
+  const int64_t rows = h.n_rows();
+  std::vector<float> k((size_t)rows * d), v(k.size()), chan(d);
+  for (float& x : chan) x = 0.5f * n01(rng);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int i = 0; i < d; ++i) k[r * d + i] = n01(rng) + chan[i], v[r * d + i] = n01(rng);
+  const quant::KvRowLayout rl = quant::kv_row_layout(f);
+  const kernels::KvPlanes planes =
+      kernels::kv_planes_separate(rl, h.k_data.data(), h.v_data.data(), h.k_scale.data(),
+                                  h.k_zero.data(), h.v_scale.data(), nullptr);
+  kernels::KvEncodeParams ep;
+  ep.scheme = f;
+  ep.n_rows = rows;
+  ep.k = k.data();
+  ep.v = v.data();
+  ep.out = planes;
+  kernels::kvcodec_encode_ref(ep);
+  k_hat->resize(k.size());
+  v_hat->resize(v.size());
+  kernels::KvDequantParams dp;
+  dp.scheme = f;
+  dp.n_rows = rows;
+  dp.in = planes;
+  dp.k = k_hat->data();
+  dp.v = v_hat->data();
+  kernels::kvcodec_dequant_ref(dp);
+  for (size_t s = 0; s < lens.size(); ++s) {
+    const int page_end = (lens[s] + h.page_size - 1) / h.page_size * h.page_size;
+    for (int t = lens[s]; t < page_end; ++t)
+      for (int kvh = 0; kvh < h.n_kv_heads; ++kvh) {
+        const int64_t row = h.row((int)s, t, kvh);
+        std::fill_n(h.k_data.begin() + row * rl.k_data_bytes, rl.k_data_bytes, 0xff);  // NaN
+        std::fill_n(h.v_data.begin() + row * rl.v_data_bytes, rl.v_data_bytes, 0xff);
+        if (!f.is_float())
+          for (auto* plane : {&h.k_scale, &h.k_zero, &h.v_scale})
+            std::fill_n(plane->begin() + row * (d / quant::kTurboGroup), d / quant::kTurboGroup,
+                        (uint16_t)0x7e00);  // fp16 NaN
+      }
+  }
 }
 
 std::string format_name(const quant::KvScheme& f) {

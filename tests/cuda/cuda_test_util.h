@@ -103,6 +103,14 @@ struct HostPagedCache {
 HostPagedCache make_paged_cache(const quant::KvScheme& f, int n_kv_heads, int page_size,
                                 const std::vector<int32_t>& seq_lens, std::mt19937& rng);
 
+// Random K/V (Gaussian from n01 and rng, keys with per-channel offsets as real keys have) for every
+// row of h, encoded into its planes by the reference codec; k_hat/v_hat get the dequantized rows
+// [n_rows, head_dim]. Slots past each sequence's end (lens) then hold NaN, as unwritten
+// device memory may: kernels must never read them.
+void fill_paged_cache(HostPagedCache& h, const std::vector<int32_t>& lens, std::mt19937& rng,
+                      std::normal_distribution<float>& n01, std::vector<float>* k_hat,
+                      std::vector<float>* v_hat);
+
 // h's page table as a block table [n_seqs, max pages + extra] (PagedKv::page_stride),
 // entries past a sequence's pages set to pad.
 std::vector<int32_t> block_table(const HostPagedCache& h, int extra, int32_t pad);

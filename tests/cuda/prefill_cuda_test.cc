@@ -46,48 +46,8 @@ Problem make_problem(const quant::KvScheme& f, int n_kv, int gqa, int page_size,
   std::vector<int32_t> lens;
   for (const Chunk& c : chunks) lens.push_back(c.pos0 + c.q_len);
   pr.cache = make_paged_cache(f, n_kv, page_size, lens, rng);
-  HostPagedCache& h = pr.cache;
-  const int64_t rows = h.n_rows();
   std::normal_distribution<float> n01(0.0f, 1.0f);
-  std::vector<float> k((size_t)rows * d), v(k.size()), chan(d);
-  for (float& x : chan) x = 0.5f * n01(rng);  // per-channel key offsets, as real keys have
-  for (int64_t r = 0; r < rows; ++r)
-    for (int i = 0; i < d; ++i) k[r * d + i] = n01(rng) + chan[i], v[r * d + i] = n01(rng);
-  const quant::KvRowLayout layout = quant::kv_row_layout(f);
-  const kernels::KvPlanes planes =
-      kernels::kv_planes_separate(layout, h.k_data.data(), h.v_data.data(), h.k_scale.data(),
-                                  h.k_zero.data(), h.v_scale.data(), nullptr);
-  kernels::KvEncodeParams ep;
-  ep.scheme = f;
-  ep.n_rows = rows;
-  ep.k = k.data();
-  ep.v = v.data();
-  ep.out = planes;
-  kernels::kvcodec_encode_ref(ep);
-  pr.k_hat.resize(k.size());
-  pr.v_hat.resize(v.size());
-  kernels::KvDequantParams dp;
-  dp.scheme = f;
-  dp.n_rows = rows;
-  dp.in = planes;
-  dp.k = pr.k_hat.data();
-  dp.v = pr.v_hat.data();
-  kernels::kvcodec_dequant_ref(dp);
-  // Slots past a sequence's end hold NaN (unwritten device memory may): never to be read.
-  const quant::KvRowLayout rl = quant::kv_row_layout_of(f);
-  for (size_t s = 0; s < lens.size(); ++s) {
-    const int page_end = (lens[s] + page_size - 1) / page_size * page_size;
-    for (int t = lens[s]; t < page_end; ++t)
-      for (int kvh = 0; kvh < n_kv; ++kvh) {
-        const int64_t row = h.row((int)s, t, kvh);
-        std::fill_n(h.k_data.begin() + row * rl.k_data_bytes, rl.k_data_bytes, 0xff);
-        std::fill_n(h.v_data.begin() + row * rl.v_data_bytes, rl.v_data_bytes, 0xff);
-        if (!f.is_float())
-          for (auto* plane : {&h.k_scale, &h.k_zero, &h.v_scale})
-            std::fill_n(plane->begin() + row * (d / quant::kTurboGroup), d / quant::kTurboGroup,
-                        (uint16_t)0x7e00);
-      }
-  }
+  fill_paged_cache(pr.cache, lens, rng, n01, &pr.k_hat, &pr.v_hat);
   for (const Chunk& c : chunks) {
     pr.q_offsets.push_back(pr.rows_q + kGap);
     pr.rows_q += kGap + c.q_len;
