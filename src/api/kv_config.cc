@@ -2,12 +2,27 @@
 // one scheme parser (quant::parse_kv_scheme) with kvcache's error text.
 #include "turbokv/kv_config.h"
 
+#include <fmt/format.h>
+
 #include "kvcache/kv_cache.h"
 #include "quant/kv_scheme.h"
+#include "runtime/kv_auto.h"
 
 namespace turbokv {
 
 Result<KvConfig> KvConfig::parse(std::string_view text) {
+  if (tkv::runtime::is_auto_kv_scheme(text)) {
+    KvConfig c;
+    c.kind = Kind::kAuto;
+    c.key_bits = c.value_bits = 0;
+    if (text != "auto") {
+      // The budget's spelling and range: any architecture's smallest scheme fits 3.75 bits.
+      TKV_ASSIGN_OR_RETURN(const auto pick, tkv::runtime::pick_auto_kv_scheme(text, "", 128));
+      (void)pick;
+      c.auto_bits = std::stod(std::string(text.substr(5)));
+    }
+    return c;
+  }
   TKV_RETURN_IF_ERROR(tkv::kv::check_kv_scheme_syntax(std::string(text)));
   // head_dim 128 suits every scheme: only the spelling matters here.
   TKV_ASSIGN_OR_RETURN(const tkv::quant::KvScheme s, tkv::quant::parse_kv_scheme(text, 128));
@@ -43,6 +58,8 @@ std::string KvConfig::to_string() const {
     case Kind::kTurbo:
       return "turbo:k" + std::to_string(key_bits) + (rotated_keys ? "r" : "") + "v" +
              std::to_string(value_bits);
+    case Kind::kAuto:
+      return auto_bits > 0 ? fmt::format("auto:{}", auto_bits) : "auto";
   }
   return "?";
 }

@@ -23,6 +23,8 @@ const char* family(const std::string& scheme) {
       return "affine";
     case turbokv::KvConfig::Kind::kTurbo:
       return "turbo";
+    case turbokv::KvConfig::Kind::kAuto:
+      return "auto";
   }
   return "?";
 }

@@ -12,7 +12,8 @@ namespace {
 
 constexpr std::string_view kValidForms =
     "bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in "
-    "{2,3,4,5,8} | turbo:k<K>rv<V> (keys rotated)";
+    "{2,3,4,5,8} | turbo:k<K>rv<V> (keys rotated) | auto[:BITS] (the best measured scheme "
+    "within BITS bits per element, default 6.25)";
 
 bool in_set(int v, std::initializer_list<int> set) {
   for (int s : set)

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "base/timer.h"
+#include "runtime/kv_auto.h"
 #include "runtime/kv_sizing.h"
 #include "runtime/model_identity.h"
 
@@ -51,6 +52,8 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   const std::string& mname = e->model_->config().name;
   const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
   kv::CacheOptions base = o.cache;
+  TKV_ASSIGN_OR_RETURN(base.scheme, resolve_kv_scheme(base.scheme, e->model_->config().arch,
+                                                      e->model_->config().head_dim, name));
   base.budget_bytes = o.kv_budget_bytes;
   // Within one process the file's path and size name the model well enough; the
   // disk prompt cache outlives the process, so its keys hash the model's content.

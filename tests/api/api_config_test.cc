@@ -51,6 +51,18 @@ TEST(KvConfig, BadSpellingListsTheValidForms) {
   }
 }
 
+TEST(KvConfig, AutoWithABudget) {
+  for (const char* s : {"auto", "auto:4.5", "auto:6.75"}) {
+    auto r = KvConfig::parse(s);
+    ASSERT_TRUE(r.ok()) << s << ": " << r.status().message();
+    EXPECT_EQ(r.value().kind, KvConfig::Kind::kAuto);
+    EXPECT_EQ(r.value().to_string(), s);
+    EXPECT_EQ(KvConfig::parse(r.value().to_string()).value(), r.value());
+  }
+  EXPECT_FALSE(KvConfig::parse("auto:2").ok());
+  EXPECT_FALSE(KvConfig::parse("auto:x").ok());
+}
+
 std::string tiny_path(uint32_t head_dim) {
   tkv::testing::TinySpec s;
   s.head_dim = head_dim;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/kv_auto.h"
+
 namespace tkv::runtime::spec {
 namespace {
 
@@ -42,7 +44,9 @@ Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path,
   TKV_ASSIGN_OR_RETURN(auto tok, tok::Tokenizer::from_gguf(d->model_->gguf()));
   TKV_RETURN_IF_ERROR(check_vocab(*tok, target_tok, path));
   kv::CacheOptions o;
-  o.scheme = scheme;
+  TKV_ASSIGN_OR_RETURN(
+      o.scheme, resolve_kv_scheme(scheme, d->model_->config().arch, d->model_->config().head_dim,
+                                  "the draft model " + path));
   o.max_tokens = context * max_seqs;
   o.max_seqs = max_seqs;
   o.max_chunk_tokens = kChunk;

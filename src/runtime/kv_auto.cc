@@ -1,0 +1,146 @@
+// --kv-quant auto[:BITS] (kv_auto.h): the measured table and the pick.
+#include "runtime/kv_auto.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <vector>
+
+#include "base/log.h"
+#include "quant/kv_scheme.h"
+
+namespace tkv::runtime {
+namespace {
+
+constexpr double kDefaultBits = 6.25;  // `turbo` (k8v3)
+
+struct Measured {
+  const char* scheme;
+  double kl;
+};
+struct ArchTable {
+  const char* arch;
+  const char* model;
+  std::vector<Measured> rows;
+};
+
+// wikitext-512 mean KL vs the bf16 cache (docs/eval/curve.md, 10 chunks; the rotated-key
+// rows from docs/eval/README.md "Rotated keys", 20 chunks on SmolLM2, 10 on the others).
+// Only measured pairs: Gemma 3 and Qwen2.5 have no k4rv2 row.
+const std::vector<ArchTable>& tables() {
+  static const std::vector<ArchTable> t = {
+      {"llama",
+       "SmolLM2-135M",
+       {{"turbo:k8v8", 0.00407},
+        {"8", 0.00396},
+        {"turbo:k8v4", 0.01123},
+        {"turbo:k8v3", 0.02993},
+        {"turbo:k8v2", 0.13852},
+        {"turbo:k5rv3", 0.0413},
+        {"4", 0.10426},
+        {"turbo:k4v3", 0.09934},
+        {"turbo:k4rv3", 0.0686},
+        {"turbo:k4v2", 0.20983},
+        {"turbo:k4rv2", 0.1874}}},
+      {"gemma3",
+       "Gemma3-270M",
+       {{"turbo:k8v8", 0.00660},
+        {"8", 0.00740},
+        {"turbo:k8v4", 0.01248},
+        {"turbo:k8v3", 0.02863},
+        {"turbo:k8v2", 0.09022},
+        {"turbo:k5rv3", 0.0445},
+        {"4", 0.33372},
+        {"turbo:k4v3", 0.10717},
+        {"turbo:k4rv3", 0.1086},
+        {"turbo:k4v2", 0.16987}}},
+      {"qwen2",
+       "Qwen2.5-Coder-1.5B (keys centered)",
+       {{"turbo:k8v8", 0.00324},
+        {"8", 0.00327},
+        {"turbo:k8v4", 0.00763},
+        {"turbo:k8v3", 0.01880},
+        {"turbo:k8v2", 0.06637},
+        {"turbo:k5rv3", 0.0211},
+        {"4", 0.02436},
+        {"turbo:k4v3", 0.03281},
+        {"turbo:k4rv3", 0.0287},
+        {"turbo:k4v2", 0.08083}}},
+  };
+  return t;
+}
+
+// The schemes every table measured, each with its worst KL (for an architecture without a
+// table).
+ArchTable fallback_table() {
+  ArchTable f{"", "", {}};
+  for (const Measured& m : tables()[0].rows) {
+    double worst = 0;
+    size_t seen = 0;
+    for (const ArchTable& t : tables())
+      for (const Measured& r : t.rows)
+        if (std::string_view(r.scheme) == m.scheme) worst = std::max(worst, r.kl), ++seen;
+    if (seen == tables().size()) f.rows.push_back({m.scheme, worst});
+  }
+  return f;
+}
+
+Result<double> budget_of(std::string_view s) {
+  if (s == "auto") return kDefaultBits;
+  const std::string_view num = s.substr(5);  // after "auto:"
+  double v = 0;
+  const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+  if (ec != std::errc() || end != num.data() + num.size() || !std::isfinite(v))
+    return invalid_argument("[kv] bad --kv-quant '{}': auto:<bits>, e.g. auto:4.5", s);
+  return v;
+}
+
+}  // namespace
+
+bool is_auto_kv_scheme(std::string_view scheme) {
+  return scheme == "auto" || scheme.substr(0, 5) == "auto:";
+}
+
+Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,
+                                       int head_dim) {
+  TKV_ASSIGN_OR_RETURN(const double budget, budget_of(scheme));
+  const ArchTable* table = nullptr;
+  for (const ArchTable& t : tables())
+    if (arch == t.arch) table = &t;
+  const ArchTable fb = table ? ArchTable{} : fallback_table();
+  if (!table) table = &fb;
+  KvAutoPick best;
+  double least_bits = 1e9;
+  for (const Measured& m : table->rows) {
+    auto s = quant::parse_kv_scheme(m.scheme, head_dim);
+    if (!s.ok()) continue;  // not valid at this head_dim
+    const double bits = quant::kv_bits_per_element(s.value());
+    least_bits = std::min(least_bits, bits);
+    if (bits > budget + 1e-9) continue;
+    if (best.scheme.empty() || m.kl < best.kl || (m.kl == best.kl && bits < best.bits))
+      best = {m.scheme, bits, m.kl, table->model};
+  }
+  if (best.scheme.empty())
+    return invalid_argument(
+        "[kv] --kv-quant {}: no measured scheme fits {} bits per element at head_dim {} (the "
+        "smallest takes {:.2f})",
+        scheme, budget, head_dim, least_bits);
+  return best;
+}
+
+Result<std::string> resolve_kv_scheme(const std::string& scheme, const std::string& arch,
+                                      int head_dim, const std::string& who) {
+  if (!is_auto_kv_scheme(scheme)) return scheme;
+  TKV_ASSIGN_OR_RETURN(const KvAutoPick p, pick_auto_kv_scheme(scheme, arch, head_dim));
+  // At the warning level, which is shown by default: the user asked for a choice and should
+  // see it without raising the log level.
+  TKV_LOG_WARN(
+      "[kv] --kv-quant {} for {} ({}): {}, {:.2f} bits per element, wikitext-512 KL {:.4f} {}",
+      scheme, who, arch, p.scheme, p.bits, p.kl,
+      p.measured_on.empty()
+          ? "(worst measured over llama, gemma3 and qwen2: no table for " + arch + ")"
+          : "measured on " + p.measured_on);
+  return p.scheme;
+}
+
+}  // namespace tkv::runtime

@@ -1,0 +1,33 @@
+// --kv-quant auto[:BITS]: the KV scheme of least measured quality loss within a budget of
+// stored bits per K/V element (scales included; default 6.25, `turbo`'s), from a table
+// shipped per architecture: wikitext-512 mean KL against the bf16 cache, measured with
+// `scripts/eval/run-curve` on the model named in the table (docs/eval/README.md, "Picking a
+// scheme: auto"). An architecture without a table takes, per scheme, the worst KL measured
+// on any architecture.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace tkv::runtime {
+
+struct KvAutoPick {
+  std::string scheme;       // a --kv-quant spelling, e.g. "turbo:k8v4"
+  double bits = 0;          // stored bits per element at this head_dim
+  double kl = 0;            // its measured wikitext-512 KL
+  std::string measured_on;  // the model the KL was measured on ("" for the fallback)
+};
+
+// "auto" or "auto:<bits>".
+bool is_auto_kv_scheme(std::string_view scheme);
+// The pick for a model's architecture and head_dim; an error names a budget below the
+// smallest scheme's bits or a malformed spelling.
+Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,
+                                       int head_dim);
+// The scheme to build a cache with: `scheme` itself unless it is auto, else the pick, logged
+// with what it was chosen from (`who` names the model in the log line).
+Result<std::string> resolve_kv_scheme(const std::string& scheme, const std::string& arch,
+                                      int head_dim, const std::string& who);
+
+}  // namespace tkv::runtime
