@@ -42,7 +42,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   i.file_bytes = m.gguf().file_size();
   impl->tok_impl.tok = &impl->loop->tokenizer();
   // The scheme was accepted for this head_dim when the cache was built.
-  auto scheme = tkv::quant::parse_kv_scheme(cfg.kv.to_string(), c.head_dim);
+  // (--kv-quant auto: the scheme the engine picked)
+  auto scheme = tkv::quant::parse_kv_scheme(impl->loop->kv_scheme(), c.head_dim);
   if (scheme.ok()) impl->format_bits = tkv::quant::kv_bits_per_element(scheme.value());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

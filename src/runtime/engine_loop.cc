@@ -54,6 +54,7 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   kv::CacheOptions base = o.cache;
   TKV_ASSIGN_OR_RETURN(base.scheme, resolve_kv_scheme(base.scheme, e->model_->config().arch,
                                                       e->model_->config().head_dim, name));
+  e->opts_.cache.scheme = base.scheme;
   base.budget_bytes = o.kv_budget_bytes;
   // Within one process the file's path and size name the model well enough; the
   // disk prompt cache outlives the process, so its keys hash the model's content.

@@ -92,6 +92,8 @@ class EngineLoop {
   const model::Model& model() const { return *model_; }
   const tok::Tokenizer& tokenizer() const { return *tok_; }
   const kv::KvCache& cache() const { return *cache_; }
+  // The --kv-quant scheme the cache was built with (auto resolved for this model).
+  const std::string& kv_scheme() const { return opts_.cache.scheme; }
   int64_t context() const { return opts_.context; }
   int64_t pool_tokens() const { return pool_tokens_; }
   // Bytes n tokens of one sequence take in this cache (kv_sizing.h).
