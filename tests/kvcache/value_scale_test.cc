@@ -1,7 +1,8 @@
 // The MSE-fitted value scale (KvScheme::v_mse_scale, --kv-quant turbo:k<K>[r]v<V>m) end to
 // end: a paged cache written with it attends (fused kernel) closer to the fp32 reference on
 // the unquantized K/V than the RMS scale does, alone and with rotated keys, at the same bytes
-// per token; the KvConfig spelling round-trips. (The fused-vs-reference bound and the
+// per token (measured RMS error: k8v2 0.338 -> 0.325, k8v3 0.184 -> 0.163, k4rv3 0.185 ->
+// 0.164); the KvConfig spelling round-trips. (The fused-vs-reference bound and the
 // encode's bits are checked for turbo:k4v3m and turbo:k8v2m in quant_cache_test.)
 #include <gtest/gtest.h>
 
