@@ -1,9 +1,10 @@
 // The TurboQuant value bucket, and the MSE-fitted value scale of KvScheme::v_mse_scale
 // (docs/kv-format.md §5.1): per 32-group, the fp16 scale s minimizing the group's squared
 // error sum_i (rh_i - c[idx_i(s)] * s)^2, idx_i(s) = bucket(rh_i ⊘ s), among the RMS scale,
-// four fixed multiples of it and two Lloyd refinements. Decode stays c[idx] * s. Every sum is
-// sequential fp32 in index order and every product/sum is mul_rn/add_rn, so the CPU codecs and the
-// CUDA encode (which runs this per group, lane-redundantly) store the same bits.
+// four fixed multiples of it and two Lloyd refinements. Decode stays c[idx] * s. Every sum
+// over the group runs in one fixed pairwise order (turbo_v_fit_sum: a warp's xor-butterfly)
+// and every product/sum is mul_rn/add_rn, so the scalar and SIMD codecs and the CUDA encode
+// (one element per lane, shuffle reductions) store the same bits.
 #pragma once
 #include <cstdint>
 
@@ -28,30 +29,43 @@ TKV_HD float turbo_v_fit_multiple(int j) {
   return j == 0 ? 0.8f : j == 1 ? 0.9f : j == 2 ? 1.1f : 1.2f;
 }
 
-// One pass over a group at the fp16 scale s: the squared error of the decode c[idx]*s
-// and the least-squares statistics of those assignments, num = sum rh*c, den = sum c*c.
+// Sum of a group's 32 terms in the order of a warp's xor-butterfly: x[i] += x[i + h] for
+// h = 16, 8, 4, 2, 1 (x is overwritten; the result is x[0]).
+TKV_HD float turbo_v_fit_sum(float* x /*[32]*/) {
+  for (int h = kTurboGroup / 2; h > 0; h >>= 1)
+    for (int i = 0; i < h; ++i) x[i] = add_rn(x[i], x[i + h]);
+  return x[0];
+}
+
+// One pass over a group at the fp16 scale s: the squared error of the decode c[idx]*s,
+// E = sum (rh - c*s)^2, and the least-squares statistics of those assignments,
+// num = sum rh*c and den = sum c*c.
 struct TurboVFitPass {
   float err = 0.0f, num = 0.0f, den = 0.0f;
 };
 TKV_HD TurboVFitPass turbo_v_fit_pass(const float* rh /*[32]*/, float s,
                                       const float* centroids /*[2^bits]*/,
                                       const float* boundaries /*[2^bits-1]*/, int bits) {
-  TurboVFitPass p;
+  float e2[kTurboGroup], num[kTurboGroup], den[kTurboGroup];
   for (int i = 0; i < kTurboGroup; ++i) {
     const float c = centroids[turbo_v_bucket(f16_div(rh[i], s), boundaries, bits)];
     const float d = add_rn(rh[i], -mul_rn(c, s));
-    p.err = add_rn(p.err, mul_rn(d, d));
-    p.num = add_rn(p.num, mul_rn(rh[i], c));
-    p.den = add_rn(p.den, mul_rn(c, c));
+    e2[i] = mul_rn(d, d);
+    num[i] = mul_rn(rh[i], c);
+    den[i] = mul_rn(c, c);
   }
+  TurboVFitPass p;
+  p.err = turbo_v_fit_sum(e2);
+  p.num = turbo_v_fit_sum(num);
+  p.den = turbo_v_fit_sum(den);
   return p;
 }
 
 // The search, over any pass(s) -> TurboVFitPass that computes turbo_v_fit_pass's bits
-// (the SIMD codec vectorizes the per-element part). Grid candidates first, then each
-// Lloyd step s <- h(num/den) of the best assignments so far (the scale minimizing the
-// error with those indices held), re-bucketed; the lowest exact error wins, ties keep
-// the earlier candidate. Never worse than s_rms; a zero scale stays zero.
+// (the SIMD codec in registers, the CUDA kernel with warp shuffles). Grid candidates first, then
+// each Lloyd step s <- h(num/den) of the best assignments so far (the scale minimizing the error
+// with those indices held), re-bucketed; the lowest exact error wins, ties keep the earlier
+// candidate. Never worse than s_rms; a zero scale stays zero.
 template <typename Pass>
 TKV_HD float turbo_v_fit_search(float s_rms, Pass pass) {
   if (!(s_rms > 0.0f)) return s_rms;

@@ -81,6 +81,12 @@ inline float hmax(VF v) {
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
+// v[i] + v[i + 4], then + 2, + 1: quant::turbo_v_fit_sum's order on its last 8 terms.
+inline float hsum_halves(VF v) {
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+}
 inline VF vcvt_i2f(VI v) {
   return _mm256_cvtepi32_ps(v);
 }
@@ -215,6 +221,13 @@ inline float hmin(VF v) {
 }
 inline float hmax(VF v) {
   return _mm512_reduce_max_ps(v);
+}
+// v[i] + v[i + 8], then + 4, + 2, + 1: quant::turbo_v_fit_sum's order on its last 16 terms.
+inline float hsum_halves(VF v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
 }
 inline VF vcvt_i2f(VI v) {
   return _mm512_cvtepi32_ps(v);

@@ -3,8 +3,8 @@
 // g. K: warp min/max, then quant::turbo_k_group_params and turbo_k_quantize per element;
 // V: random-sign FWHT (butterflies of quant::fwht_stages, shuffles then shared memory),
 // RMS over the group summed in index order as quant::turbo_v_encode_group,
-// turbo_v_bucket; with KvScheme::v_mse_scale every lane of the group then runs
-// quant::turbo_v_fit_scale on the group's 32 values (the same s in every lane). Packing: the
+// turbo_v_bucket; with KvScheme::v_mse_scale the group's warp then runs the search of
+// quant::turbo_v_fit_scale, each lane its element, the sums by xor shuffles. Packing: the
 // quant::bitpack_pack stream, one byte per lane. No fast-math anywhere: the bits equal
 // kvcodec_encode_ref's.
 #include "kernels/kvcodec/kvcodec_cuda.h"
@@ -55,6 +55,12 @@ __device__ void encode_k(const KvEncodeCudaParams& p, float x, int e, int64_t ro
   }
 }
 
+// quant::turbo_v_fit_sum over the warp's 32 lanes (x[i] += x[i + h], h = 16 .. 1).
+__device__ __forceinline__ float warp_fit_sum(float x) {
+  for (int h = 16; h > 0; h >>= 1) x = quant::add_rn(x, __shfl_xor_sync(kFull, x, h));
+  return x;
+}
+
 // Barrier of the V half's head_dim threads (named barrier 1; the K half never waits on it).
 __device__ __forceinline__ void v_sync(int d) {
   asm volatile("bar.sync 1, %0;\n" ::"r"(d) : "memory");
@@ -84,14 +90,25 @@ __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t ro
   // index order (every lane the same sequence), so s matches the scalar codec.
   const float rh = round_f16(fminf(fmaxf(x, -quant::kF16Max), quant::kF16Max));
   float ss = 0.0f;
-  float group[32];  // the group's rh, every lane a copy (for the fitted scale)
   for (int i = 0; i < 32; ++i) {
     const float r = __shfl_sync(kFull, rh, i);
-    group[i] = r;
     ss = quant::add_rn(ss, quant::mul_rn(r, r));
   }
   float s = round_f16(sqrtf(quant::mul_rn(ss, 1.0f / 32.0f)));
-  if (centroids) s = quant::turbo_v_fit_scale(group, s, centroids, boundaries, f.scheme.v_bits);
+  if (centroids) {
+    // quant::turbo_v_fit_scale with this lane's element: every sum a xor-butterfly
+    // (quant::turbo_v_fit_sum's order; a + b == b + a, so every lane gets the same bits).
+    const int bits = f.scheme.v_bits;
+    s = quant::turbo_v_fit_search(s, [&](float t) {
+      const float c = centroids[quant::turbo_v_bucket(quant::f16_div(rh, t), boundaries, bits)];
+      const float dv = quant::add_rn(rh, -quant::mul_rn(c, t));
+      quant::TurboVFitPass q;
+      q.err = warp_fit_sum(quant::mul_rn(dv, dv));
+      q.num = warp_fit_sum(quant::mul_rn(rh, c));
+      q.den = warp_fit_sum(quant::mul_rn(c, c));
+      return q;
+    });
+  }
   s_idx[e] = (uint8_t)quant::turbo_v_bucket(quant::f16_div(rh, s), boundaries, f.scheme.v_bits);
   __syncwarp();
   const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.scheme.v_bits);
