@@ -28,16 +28,15 @@ std::vector<float> group_values(std::mt19937& rng, bool heavy) {
   return r;
 }
 
-// The group's squared error sum_i (h(r_i) - c[idx_i]*s)^2, the sum the fit minimizes
-// (sequential fp32, index order).
+// The group's squared error sum_i (h(r_i) - c[idx_i]*s)^2 as the fit sums it.
 float group_error(const std::vector<float>& r, const uint8_t* idx, uint16_t scale, int bits) {
   const float s = f16_to_f32(scale);
-  float e = 0.0f;
+  float e2[kTurboGroup];
   for (int i = 0; i < kTurboGroup; ++i) {
     const float d = add_rn(round_f16(r[i]), -mul_rn(turbo_centroids(bits)[idx[i]], s));
-    e = add_rn(e, mul_rn(d, d));
+    e2[i] = mul_rn(d, d);
   }
-  return e;
+  return turbo_v_fit_sum(e2);
 }
 
 TEST(TurboVFit, NeverWorsePerGroupAndLowerOnAverage) {
