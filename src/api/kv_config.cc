@@ -44,6 +44,7 @@ Result<KvConfig> KvConfig::parse(std::string_view text) {
   c.key_bits = s.k_bits;
   c.value_bits = s.v_bits;
   c.rotated_keys = s.k_rotated;
+  c.fitted_value_scale = s.v_mse_scale;
   return c;
 }
 
@@ -57,7 +58,7 @@ std::string KvConfig::to_string() const {
       return std::to_string(key_bits);
     case Kind::kTurbo:
       return "turbo:k" + std::to_string(key_bits) + (rotated_keys ? "r" : "") + "v" +
-             std::to_string(value_bits);
+             std::to_string(value_bits) + (fitted_value_scale ? "m" : "");
     case Kind::kAuto:
       return auto_bits > 0 ? fmt::format("auto:{}", auto_bits) : "auto";
   }

@@ -29,13 +29,18 @@ struct KvScheme {
   // outlier channels spread over the row before the per-32 integer grid. turbo, and the
   // bf16 rows of such a cache's --kv-quant-start prefix.
   bool k_rotated = false;
+  // Values: each 32-group's stored scale is the fp16 scale that minimizes the group's
+  // squared reconstruction error among the RMS scale and its Lloyd refinements
+  // (quant/turbo_v_fit.h), not the RMS itself. Same bytes, codebook and decode
+  // (c[idx]*scale); only the encoder differs. turbo only.
+  bool v_mse_scale = false;
 
   TKV_HD bool k_signed() const { return kind == KvKind::kTurbo && k_bits == 8 && !k_unsigned8; }
   // Plain 16-bit float rows [K x head_dim][V x head_dim], no scales.
   TKV_HD bool is_float() const { return kind == KvKind::kBf16 || kind == KvKind::kF16; }
   TKV_HD bool operator==(const KvScheme& o) const {
     return kind == o.kind && k_bits == o.k_bits && v_bits == o.v_bits && head_dim == o.head_dim &&
-           k_unsigned8 == o.k_unsigned8 && k_rotated == o.k_rotated;
+           k_unsigned8 == o.k_unsigned8 && k_rotated == o.k_rotated && v_mse_scale == o.v_mse_scale;
   }
   TKV_HD bool operator!=(const KvScheme& o) const { return !(*this == o); }
 };

@@ -2,36 +2,33 @@
 // random-sign FWHT (fp32, 1/√D), h() to fp16, per-32-group RMS scale (sequential
 // fp32 sum of squares in index order, as the goldens), fp16 quotient, and
 // idx = #{i : vn > B[i]} over fp32 midpoint boundaries. Dequant is c[idx]*scale in
-// the rotated domain, followed (optionally, deferred) by fwht_inverse.
+// the rotated domain, followed (optionally, deferred) by fwht_inverse. With fit
+// centroids (KvScheme::v_mse_scale) the stored scale is turbo_v_fit_scale's instead.
 #pragma once
 #include <cstdint>
 
 #include "quant/bitpack.h"
 #include "quant/fwht.h"
 #include "quant/turbo_k.h"
+#include "quant/turbo_v_fit.h"  // turbo_v_bucket, turbo_v_fit_scale
 
 namespace tkv::quant {
 
-// Index of vn among 2^bits - 1 ascending boundaries (ties go low, NaN -> 0).
-TKV_HD uint32_t turbo_v_bucket(float vn, const float* boundaries /*[2^bits-1]*/, int bits) {
-  uint32_t idx = 0;
-  const int n = (1 << bits) - 1;
-  for (int i = 0; i < n; ++i) idx += vn > boundaries[i] ? 1u : 0u;
-  return idx;
-}
-
 // Encodes one 32-group of rotated values r (fp32, after the forward FWHT).
 // Values past the fp16 range saturate to +-65504 (reference: Inf -> NaN).
+// fit_centroids null: the RMS scale (the reference); else the fitted scale.
 TKV_HD uint16_t turbo_v_encode_group(const float* r /*[32]*/,
                                      const float* boundaries /*[2^bits-1]*/, int bits,
-                                     uint8_t* idx /*[32]*/) {
+                                     uint8_t* idx /*[32]*/,
+                                     const float* fit_centroids /*[2^bits] or null*/ = nullptr) {
   float rh[kTurboGroup];
   float ss = 0.0f;
   for (int i = 0; i < kTurboGroup; ++i) {
     rh[i] = round_f16(fminf(fmaxf(r[i], -kF16Max), kF16Max));
     ss = add_rn(ss, mul_rn(rh[i], rh[i]));
   }
-  const float s = round_f16(sqrtf(mul_rn(ss, 1.0f / 32.0f)));
+  float s = round_f16(sqrtf(mul_rn(ss, 1.0f / 32.0f)));
+  if (fit_centroids) s = turbo_v_fit_scale(rh, s, fit_centroids, boundaries, bits);
   for (int i = 0; i < kTurboGroup; ++i) {
     // s == 0 (group ~0): 0/0 = NaN -> idx 0, +-x/0 -> +-Inf -> end bins, exactly as
     // the reference; dequant is then c*0 = +-0 either way.
@@ -45,12 +42,14 @@ TKV_HD void turbo_v_encode_row(const float* x /*[head_dim]*/, int head_dim, int 
                                const float* sign /*[head_dim]*/, float inv_sqrt,
                                const float* boundaries /*[2^bits-1]*/,
                                float* scratch /*[head_dim]*/, uint8_t* packed /*[head_dim*bits/8]*/,
-                               uint16_t* scale /*[head_dim/32]*/) {
+                               uint16_t* scale /*[head_dim/32]*/,
+                               const float* fit_centroids /*[2^bits] or null*/ = nullptr) {
   for (int i = 0; i < head_dim; ++i) scratch[i] = sanitize_kv_input(x[i]);
   fwht_forward(scratch, head_dim, sign, inv_sqrt);
   uint8_t idx[kTurboGroup];
   for (int g = 0; g < head_dim / kTurboGroup; ++g) {
-    scale[g] = turbo_v_encode_group(scratch + g * kTurboGroup, boundaries, bits, idx);
+    scale[g] =
+        turbo_v_encode_group(scratch + g * kTurboGroup, boundaries, bits, idx, fit_centroids);
     bitpack_pack(idx, kTurboGroup, bits, packed + g * bitpack_bytes(kTurboGroup, bits));
   }
 }

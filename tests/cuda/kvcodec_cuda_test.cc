@@ -151,6 +151,11 @@ std::vector<quant::KvScheme> all_formats(int d) {
     for (int vb : {1, 2, 3, 4, 5, 8}) out.push_back(turbo_format(kb, vb, d, true));
   }
   for (int vb : {3, 4}) out.push_back(turbo_format(8, vb, d, false));  // unsigned 8-bit keys
+  for (int vb : {1, 2, 3, 4, 5, 8}) {  // the MSE-fitted V scale: the per-lane search == the CPU's
+    quant::KvScheme f = turbo_format(4, vb, d, true);
+    f.v_mse_scale = true;
+    out.push_back(f);
+  }
   out.push_back(bf16_format(d));
   return out;
 }

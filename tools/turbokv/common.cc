@@ -26,9 +26,10 @@ CLI::Validator kv_validator(const char* name, Fn fn) {
 void add_kv_options(CLI::App* app, CommonOptions& o) {
   app->add_option("--kv-quant", o.kv_quant,
                   "KV cache scheme: bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> | "
-                  "turbo:k<K>rv<V> (keys rotated) | auto[:BITS] (the scheme of least measured "
-                  "quality loss within BITS stored bits per element for the model, default "
-                  "6.25; printed at start)")
+                  "turbo:k<K>rv<V> (keys rotated); a turbo form ending in m fits each value "
+                  "group's scale to its squared error (turbo:k4rv3m) | auto[:BITS] (the scheme of "
+                  "least measured quality loss within BITS stored bits per element for the model, "
+                  "default 6.25; printed at start)")
       ->check(kv_validator(
           "KV_SCHEME", [](const std::string& v) { return turbokv::KvConfig::parse(v).status(); }));
   app->add_option("--kv-quant-start", o.kv_quant_start,

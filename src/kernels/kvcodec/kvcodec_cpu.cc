@@ -81,6 +81,12 @@ inline float hmax(VF v) {
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
+// v[i] + v[i + 4], then + 2, + 1: quant::turbo_v_fit_sum's order on its last 8 terms.
+inline float hsum_halves(VF v) {
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+}
 inline VF vcvt_i2f(VI v) {
   return _mm256_cvtepi32_ps(v);
 }
@@ -216,6 +222,13 @@ inline float hmin(VF v) {
 inline float hmax(VF v) {
   return _mm512_reduce_max_ps(v);
 }
+// v[i] + v[i + 8], then + 4, + 2, + 1: quant::turbo_v_fit_sum's order on its last 16 terms.
+inline float hsum_halves(VF v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+}
 inline VF vcvt_i2f(VI v) {
   return _mm512_cvtepi32_ps(v);
 }
@@ -330,11 +343,13 @@ void kvcodec_encode_cpu(const KvEncodeParams& p, ThreadPool* pool) {
   TKV_CHECK(quant::validate_kv_scheme(p.scheme).ok());
   if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16)
     return kvcodec_encode_ref(p);
+  const VTables t(p.scheme);
+  const float* fit_lut = p.scheme.v_mse_scale ? t.lut : nullptr;
   for_rows(p.n_rows, p.scheme.head_dim, pool, [&](int64_t b, int64_t e) {
     if (g_use_avx512)
-      avx512::encode_rows(p, b, e);
+      avx512::encode_rows(p, b, e, fit_lut);
     else
-      avx2::encode_rows(p, b, e);
+      avx2::encode_rows(p, b, e, fit_lut);
   });
 }
 

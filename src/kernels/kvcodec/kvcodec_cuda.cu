@@ -3,8 +3,10 @@
 // g. K: warp min/max, then quant::turbo_k_group_params and turbo_k_quantize per element;
 // V: random-sign FWHT (butterflies of quant::fwht_stages, shuffles then shared memory),
 // RMS over the group summed in index order as quant::turbo_v_encode_group,
-// turbo_v_bucket. Packing: the quant::bitpack_pack stream, one byte per lane. No
-// fast-math anywhere: the bits equal kvcodec_encode_ref's.
+// turbo_v_bucket; with KvScheme::v_mse_scale the group's warp then runs the search of
+// quant::turbo_v_fit_scale, each lane its element, the sums by xor shuffles. Packing: the
+// quant::bitpack_pack stream, one byte per lane. No fast-math anywhere: the bits equal
+// kvcodec_encode_ref's.
 #include "kernels/kvcodec/kvcodec_cuda.h"
 #include "quant/turbo_v.h"
 
@@ -53,14 +55,22 @@ __device__ void encode_k(const KvEncodeCudaParams& p, float x, int e, int64_t ro
   }
 }
 
+// quant::turbo_v_fit_sum over the warp's 32 lanes (x[i] += x[i + h], h = 16 .. 1).
+__device__ __forceinline__ float warp_fit_sum(float x) {
+  for (int h = 16; h > 0; h >>= 1) x = quant::add_rn(x, __shfl_xor_sync(kFull, x, h));
+  return x;
+}
+
 // Barrier of the V half's head_dim threads (named barrier 1; the K half never waits on it).
 __device__ __forceinline__ void v_sync(int d) {
   asm volatile("bar.sync 1, %0;\n" ::"r"(d) : "memory");
 }
 
-// V of element e: x already times its sign; boundaries in shared memory.
+// V of element e: x already times its sign; boundaries (and centroids, null unless the
+// scheme fits its V scales) in shared memory.
 __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t row, float inv_sqrt,
-                         const float* boundaries, uint8_t* s_idx, float* s_x) {
+                         const float* boundaries, const float* centroids, uint8_t* s_idx,
+                         float* s_x) {
   const KvPageFormat& f = p.cache.format;
   const int lane = e % 32, g = e / 32, d = f.head_dim();
   for (int h = 1; h < d; h <<= 1) {  // quant::fwht_stages: lower a+b, upper a-b, stage by stage
@@ -84,7 +94,21 @@ __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t ro
     const float r = __shfl_sync(kFull, rh, i);
     ss = quant::add_rn(ss, quant::mul_rn(r, r));
   }
-  const float s = round_f16(sqrtf(quant::mul_rn(ss, 1.0f / 32.0f)));
+  float s = round_f16(sqrtf(quant::mul_rn(ss, 1.0f / 32.0f)));
+  if (centroids) {
+    // quant::turbo_v_fit_scale with this lane's element: every sum a xor-butterfly
+    // (quant::turbo_v_fit_sum's order; a + b == b + a, so every lane gets the same bits).
+    const int bits = f.scheme.v_bits;
+    s = quant::turbo_v_fit_search(s, [&](float t) {
+      const float c = centroids[quant::turbo_v_bucket(quant::f16_div(rh, t), boundaries, bits)];
+      const float dv = quant::add_rn(rh, -quant::mul_rn(c, t));
+      quant::TurboVFitPass q;
+      q.err = warp_fit_sum(quant::mul_rn(dv, dv));
+      q.num = warp_fit_sum(quant::mul_rn(rh, c));
+      q.den = warp_fit_sum(quant::mul_rn(c, c));
+      return q;
+    });
+  }
   s_idx[e] = (uint8_t)quant::turbo_v_bucket(quant::f16_div(rh, s), boundaries, f.scheme.v_bits);
   __syncwarp();
   const int gb = quant::bitpack_bytes(quant::kTurboGroup, f.scheme.v_bits);
@@ -101,10 +125,11 @@ __device__ void encode_v(const KvEncodeCudaParams& p, float x, int e, int64_t ro
 // bf16: head_dim threads, K and V stored per element.
 __global__ void __launch_bounds__(1024)
     kv_encode_kernel(const KvEncodeCudaParams p, const float* signs, float inv_sqrt,
-                     const float* boundaries) {
+                     const float* boundaries, const float* centroids) {
   __shared__ uint8_t s_idx[2][512];
   __shared__ float s_x[512];
   __shared__ float s_bound[255];
+  __shared__ float s_cent[256];
   // A programmatically launched successor (the decode attention, DecodeCudaParams::
   // programmatic_launch) may start now; it waits for this grid's writes before its reads.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -124,10 +149,12 @@ __global__ void __launch_bounds__(1024)
     sign = signs[e];  // its sign,
     for (int i = e; i < (1 << f.scheme.v_bits) - 1; i += d)
       s_bound[i] = boundaries[i];  // the codebook boundaries,
+    for (int i = e; centroids && i < (1 << f.scheme.v_bits); i += d)
+      s_cent[i] = centroids[i];  // the centroids when the V scale is fitted,
   }
-  const int slot = p.slot_mapping[t];       // the slot
-  if (is_v) v_sync(d);                      // s_bound (turbo only: a bf16 block has no V half)
-  if (slot < 0) return;                     // uniform per block
+  const int slot = p.slot_mapping[t];  // the slot
+  if (is_v) v_sync(d);                 // s_bound, s_cent (turbo only: a bf16 block has no V half)
+  if (slot < 0) return;                // uniform per block
   const int ps = p.cache.format.page_size;  // a power of two (validated)
   const int64_t row = paged_row(slot / ps, p.cache.format.n_kv_heads, h, ps, slot & (ps - 1));
   if (f.is_float()) {
@@ -138,7 +165,7 @@ __global__ void __launch_bounds__(1024)
   if (!src) return;  // uniform per half (a V half without input never reaches a v_sync again)
   if (is_v)
     encode_v(p, quant::mul_rn(quant::sanitize_kv_input(x_in), sign), e, row, inv_sqrt, s_bound,
-             s_idx[1], s_x);
+             centroids ? s_cent : nullptr, s_idx[1], s_x);
   else
     encode_k(p, quant::sanitize_kv_input(x_in), e, row, s_idx[0]);
 }
@@ -146,12 +173,12 @@ __global__ void __launch_bounds__(1024)
 }  // namespace
 
 cudaError_t launch_kv_encode(const KvEncodeCudaParams& p, const float* signs, float inv_sqrt,
-                             const float* boundaries, cudaStream_t stream) {
+                             const float* boundaries, const float* centroids, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const dim3 grid(p.n_tokens * p.cache.format.n_kv_heads);  // <= INT32_MAX (validated)
   const int threads =
       p.cache.format.head_dim() * (p.cache.format.is_float() ? 1 : 2);  // turbo: K and V halves
-  kv_encode_kernel<<<grid, threads, 0, stream>>>(p, signs, inv_sqrt, boundaries);
+  kv_encode_kernel<<<grid, threads, 0, stream>>>(p, signs, inv_sqrt, boundaries, centroids);
   return cudaGetLastError();
 }
 

@@ -27,9 +27,10 @@ struct KvEncodeCudaParams {
 Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream = nullptr);
 
 namespace cuda_detail {
-// The raw launch (no validation); signs/boundaries are device tables.
+// The raw launch (no validation); signs/boundaries/centroids are device tables, centroids
+// null unless the scheme fits its V scales (KvScheme::v_mse_scale).
 cudaError_t launch_kv_encode(const KvEncodeCudaParams& p, const float* signs, float inv_sqrt,
-                             const float* boundaries, cudaStream_t stream);
+                             const float* boundaries, const float* centroids, cudaStream_t stream);
 }  // namespace cuda_detail
 
 }  // namespace tkv::kernels

@@ -41,15 +41,18 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
     return bad("null cache plane");
   const float* signs = nullptr;
   const float* boundaries = nullptr;
+  const float* centroids = nullptr;  // only for the fitted V scale
   if (!f.is_float()) {
     signs = turbo_signs_cuda(f.head_dim());
     boundaries = turbo_boundaries_cuda(f.scheme.v_bits);
-    if (!signs || !boundaries)
+    if (f.scheme.v_mse_scale) centroids = turbo_centroids_cuda(f.scheme.v_bits);
+    if (!signs || !boundaries || (f.scheme.v_mse_scale && !centroids))
       return Status(StatusCode::kInternal, "[kvcodec_cuda] table upload failed");
   }
-  return device::cuda_status(cuda_detail::launch_kv_encode(
-                                 p, signs, quant::turbo_inv_sqrt(f.head_dim()), boundaries, stream),
-                             "[kvcodec_cuda] encode launch");
+  return device::cuda_status(
+      cuda_detail::launch_kv_encode(p, signs, quant::turbo_inv_sqrt(f.head_dim()), boundaries,
+                                    centroids, stream),
+      "[kvcodec_cuda] encode launch");
 }
 
 }  // namespace tkv::kernels

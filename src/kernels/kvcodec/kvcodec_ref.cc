@@ -50,7 +50,8 @@ void encode_row(const KvEncodeParams& p, int64_t r, float* scratch) {
       if (v)
         quant::turbo_v_encode_row(v, d, s.v_bits, quant::turbo_signs(d), quant::turbo_inv_sqrt(d),
                                   quant::turbo_boundaries(s.v_bits), scratch,
-                                  row_ptr<uint8_t>(o.v_data, r), row_ptr<uint16_t>(o.v_scale, r));
+                                  row_ptr<uint8_t>(o.v_data, r), row_ptr<uint16_t>(o.v_scale, r),
+                                  s.v_mse_scale ? quant::turbo_centroids(s.v_bits) : nullptr);
       break;
   }
 }

@@ -27,6 +27,11 @@ std::vector<KvScheme> all_schemes(int d) {
   for (int k : {2, 3, 4, 5, 8})
     for (int v : {1, 2, 3, 4, 5, 8}) out.push_back({KvKind::kTurbo, k, v, d});
   for (int v : {2, 3}) out.push_back({KvKind::kTurbo, 8, v, d, true});
+  for (int v : {1, 2, 3, 4, 5, 8}) {  // the MSE-fitted V scale: the SIMD search == the scalar one
+    KvScheme s{KvKind::kTurbo, 4, v, d};
+    s.v_mse_scale = true;
+    out.push_back(s);
+  }
   return out;
 }
 
@@ -144,7 +149,8 @@ TEST_P(KvCodecIsa, ThreadedLargeBatchEqualsRef) {
   ThreadPool pool(3);
   for (int d : {64, 256})
     for (const KvScheme& s : {KvScheme{KvKind::kTurbo, 8, 3, d}, KvScheme{KvKind::kTurbo, 4, 2, d},
-                              KvScheme{KvKind::kAffine, 4, 4, d}})
+                              KvScheme{KvKind::kAffine, 4, 4, d},
+                              KvScheme{KvKind::kTurbo, 4, 3, d, false, false, true}})
       ASSERT_NO_FATAL_FAILURE(check_scheme(s, 1031, &pool));
 }
 
