@@ -7,16 +7,12 @@
 // score rotated keys against the wrong basis and fail every bound here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
-#include <vector>
 
-#include "base/thread_pool.h"
-#include "kernels/attention/attention.h"
-#include "kvcache/kv_cache.h"
-#include "ops/attention.h"
 #include "quant/kv_scheme.h"
+#include "tests/kvcache/attend_through_cache.h"
 #include "turbokv/kv_config.h"
 
 namespace tkv::kv {
@@ -38,24 +34,10 @@ TEST(RotatedKeys, Spelling) {
   EXPECT_EQ(c.value().to_string(), "turbo:k5rv3");
 }
 
-struct Data {
-  int n = 300, nkv = 2, group = 4, d = 128;
-  std::vector<float> k, v, q;
-};
-
 // Keys with a few large channels per kv head (as after RoPE in real models), values and
 // queries plain Gaussian.
-Data make_data(bool outliers) {
-  Data x;
-  std::mt19937 rng(17);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  const size_t row = static_cast<size_t>(x.nkv) * x.d;
-  x.k.resize(row * x.n);
-  x.v.resize(row * x.n);
-  x.q.resize(static_cast<size_t>(x.n) * x.nkv * x.group * x.d);
-  for (auto& f : x.k) f = nd(rng);
-  for (auto& f : x.v) f = nd(rng);
-  for (auto& f : x.q) f = 0.3f * nd(rng);
+AttnData make_data(bool outliers) {
+  AttnData x = gaussian_attn_data(17);
   if (outliers)
     for (int t = 0; t < x.n; ++t)
       for (int h = 0; h < x.nkv; ++h)
@@ -64,31 +46,9 @@ Data make_data(bool outliers) {
 }
 
 // Max |out - ref| / max |ref| of causal attention over the whole sequence.
-double rel_error(const Data& x, const std::string& scheme, int64_t quant_start = 0) {
-  KvShape shape{1, x.nkv, x.d, {0}};
-  CacheOptions o;
-  o.scheme = scheme;
-  o.page_size = 16;
-  o.max_tokens = x.n + 16;
-  o.max_chunk_tokens = x.n;
-  o.quant_start = quant_start;
-  auto cache = create_cache(shape, o);
-  EXPECT_TRUE(cache.ok()) << cache.status().message();
-  if (!cache.ok()) return INFINITY;
-  KvCache& kv = *cache.value();
-  const int seq = kv.create_seq().value();
-  EXPECT_TRUE(kv.reserve(seq, x.n).ok());
-  kv.write(0, seq, 0, x.n, x.k.data(), x.v.data());
-  kv.commit(seq, x.n);
-  const int nh = x.nkv * x.group;
-  std::vector<float> out(x.q.size()), ref(x.q.size());
-  kernels::AttnArgs a{x.q.data(), out.data(), x.n, nh, 0, 0, 1.0f / std::sqrt((float)x.d)};
-  ThreadPool pool(2);
-  const Status st = ops::attention(a, kv.view(0, seq, x.n), ops::AttnMode::kFused, nullptr, pool);
-  EXPECT_TRUE(st.ok()) << st.message();
-  kernels::AttnArgs r = a;
-  r.out = ref.data();
-  kernels::attention_f32_ref(x.k.data(), x.v.data(), x.n, x.nkv, x.d, r);
+double rel_error(const AttnData& x, const std::string& scheme, int64_t quant_start = 0) {
+  const auto [out, ref] = attend_through_cache(x, scheme, quant_start);
+  if (out.empty()) return INFINITY;
   double err = 0, mag = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     err = std::max(err, (double)std::fabs(out[i] - ref[i]));
@@ -98,7 +58,7 @@ double rel_error(const Data& x, const std::string& scheme, int64_t quant_start =
 }
 
 TEST(RotatedKeys, ExactForAttention) {
-  const Data x = make_data(false);
+  const AttnData x = make_data(false);
   const double plain = rel_error(x, "turbo:k8v8"), rot = rel_error(x, "turbo:k8rv8");
   // bf16 rows under --kv-quant-start (rotated along with the scheme's keys), then 8-bit.
   const double rot_prefix = rel_error(x, "turbo:k8rv8", 100);
@@ -108,7 +68,7 @@ TEST(RotatedKeys, ExactForAttention) {
 }
 
 TEST(RotatedKeys, SpreadKeyOutliers) {
-  const Data x = make_data(true);
+  const AttnData x = make_data(true);
   for (const char* bits : {"4", "5"}) {
     const double plain = rel_error(x, std::string("turbo:k") + bits + "v8");
     const double rot = rel_error(x, std::string("turbo:k") + bits + "rv8");
