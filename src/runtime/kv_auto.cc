@@ -27,7 +27,7 @@ struct ArchTable {
 // wikitext-512 mean KL vs the bf16 cache (docs/eval/curve.md, 10 chunks; the rotated-key
 // and fitted-value-scale (m) rows from docs/eval/README.md "Rotated keys" and "MSE-fitted
 // value scale", 20 chunks on SmolLM2, 10 on the others). Only measured pairs: Gemma 3 has no
-// k4rv2 and no m rows, SmolLM2's k4rv2m (no better than k4rv2) is left out.
+// k4rv2 row; SmolLM2's k4rv2m (no better than k4rv2) is left out.
 const std::vector<ArchTable>& tables() {
   static const std::vector<ArchTable> t = {
       {"llama",
@@ -57,7 +57,10 @@ const std::vector<ArchTable>& tables() {
         {"4", 0.33372},
         {"turbo:k4v3", 0.10717},
         {"turbo:k4rv3", 0.1086},
-        {"turbo:k4v2", 0.16987}}},
+        {"turbo:k4v2", 0.16987},
+        {"turbo:k8v3m", 0.02596},
+        {"turbo:k5rv3m", 0.04614},
+        {"turbo:k4v3m", 0.10260}}},
       {"qwen2",
        "Qwen2.5-Coder-1.5B (keys centered)",
        {{"turbo:k8v8", 0.00324},

@@ -15,13 +15,14 @@ std::string pick(const char* spec, const char* arch, int head_dim = 128) {
 
 TEST(KvAuto, PicksTheLeastMeasuredKlWithinTheBudget) {
   EXPECT_EQ(pick("auto", "llama"), "turbo:k8v3m");  // 6.25 bits: turbo's size, fitted V scale
-  EXPECT_EQ(pick("auto", "gemma3"), "turbo:k8v3");  // no m row measured there
+  EXPECT_EQ(pick("auto", "gemma3"), "turbo:k8v3m");
+  EXPECT_EQ(pick("auto:4.75", "gemma3"), "turbo:k5rv3");  // k5rv3m measured no better there
   EXPECT_EQ(pick("auto:6.75", "llama"), "turbo:k8v4");
   EXPECT_EQ(pick("auto:9", "llama"), "8");  // 0.00396 < k8v8's 0.00407
   EXPECT_EQ(pick("auto:4.75", "llama"), "turbo:k5rv3m");
   EXPECT_EQ(pick("auto:4.5", "llama"), "turbo:k4rv3m");  // rotated 4-bit keys beat affine 4
   EXPECT_EQ(pick("auto:4.5", "qwen2"), "4");             // ... not on Qwen2.5 (keys centered)
-  EXPECT_EQ(pick("auto:4.5", "gemma3"), "turbo:k4v3");   // QK-norm: rotation gains nothing
+  EXPECT_EQ(pick("auto:4.5", "gemma3"), "turbo:k4v3m");  // QK-norm: rotation gains nothing
   EXPECT_EQ(pick("auto:3.75", "llama"), "turbo:k4rv2");
   EXPECT_EQ(pick("auto:3.75", "qwen2"), "turbo:k4rv2m");
   EXPECT_EQ(pick("auto:3.75", "gemma3"), "turbo:k4v2");  // k4rv2 not measured there
