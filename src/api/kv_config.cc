@@ -16,10 +16,9 @@ Result<KvConfig> KvConfig::parse(std::string_view text) {
     c.kind = Kind::kAuto;
     c.key_bits = c.value_bits = 0;
     if (text != "auto") {
-      // The budget's spelling and range: any architecture's smallest scheme fits 3.75 bits.
-      TKV_ASSIGN_OR_RETURN(const auto pick, tkv::runtime::pick_auto_kv_scheme(text, "", 128));
-      (void)pick;
-      c.auto_bits = std::stod(std::string(text.substr(5)));
+      TKV_ASSIGN_OR_RETURN(c.auto_bits, tkv::runtime::auto_kv_budget(text));
+      // A budget some scheme fits (the fallback table's smallest takes 3.75 bits).
+      TKV_RETURN_IF_ERROR(tkv::runtime::pick_auto_kv_scheme(text, "", 128).status());
     }
     return c;
   }

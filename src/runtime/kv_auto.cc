@@ -97,7 +97,9 @@ ArchTable fallback_table() {
   return f;
 }
 
-Result<double> budget_of(std::string_view s) {
+}  // namespace
+
+Result<double> auto_kv_budget(std::string_view s) {
   if (s == "auto") return kDefaultBits;
   const std::string_view num = s.substr(5);  // after "auto:"
   double v = 0;
@@ -107,15 +109,13 @@ Result<double> budget_of(std::string_view s) {
   return v;
 }
 
-}  // namespace
-
 bool is_auto_kv_scheme(std::string_view scheme) {
   return scheme == "auto" || scheme.substr(0, 5) == "auto:";
 }
 
 Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,
                                        int head_dim) {
-  TKV_ASSIGN_OR_RETURN(const double budget, budget_of(scheme));
+  TKV_ASSIGN_OR_RETURN(const double budget, auto_kv_budget(scheme));
   const ArchTable* table = nullptr;
   for (const ArchTable& t : tables())
     if (arch == t.arch) table = &t;

@@ -21,6 +21,9 @@ struct KvAutoPick {
 
 // "auto" or "auto:<bits>".
 bool is_auto_kv_scheme(std::string_view scheme);
+// The budget of an auto spelling in bits per element (6.25 for plain "auto"); an error
+// names a malformed one.
+Result<double> auto_kv_budget(std::string_view scheme);
 // The pick for a model's architecture and head_dim; an error names a budget below the
 // smallest scheme's bits or a malformed spelling.
 Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,

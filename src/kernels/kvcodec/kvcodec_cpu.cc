@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <optional>
 
 #include "base/check.h"
 #include "base/thread_pool.h"
@@ -343,8 +344,10 @@ void kvcodec_encode_cpu(const KvEncodeParams& p, ThreadPool* pool) {
   TKV_CHECK(quant::validate_kv_scheme(p.scheme).ok());
   if (p.scheme.kind == quant::KvKind::kBf16 || p.scheme.kind == quant::KvKind::kF16)
     return kvcodec_encode_ref(p);
-  const VTables t(p.scheme);
-  const float* fit_lut = p.scheme.v_mse_scale ? t.lut : nullptr;
+  // The padded centroids only for a fitted V scale (the plain encode needs no tables here).
+  std::optional<VTables> t;
+  if (p.scheme.v_mse_scale) t.emplace(p.scheme);
+  const float* fit_lut = t ? t->lut : nullptr;
   for_rows(p.n_rows, p.scheme.head_dim, pool, [&](int64_t b, int64_t e) {
     if (g_use_avx512)
       avx512::encode_rows(p, b, e, fit_lut);
