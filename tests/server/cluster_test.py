@@ -16,6 +16,13 @@ import time
 import unittest
 
 from openai import OpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+# pydantic builds a response model's schema on first use; two client threads doing that at
+# once can fail ("ChatCompletionChunk has no attribute '__pydantic_core_schema__'"): build
+# them here, before any thread.
+for _model in (ChatCompletion, ChatCompletionChunk):
+    _model.model_rebuild()
 
 sys.path.insert(0, os.path.dirname(__file__))
 import serverlib  # noqa: E402
