@@ -63,7 +63,10 @@ std::vector<GemvShape> shapes(bool quick) {
   return s;
 }
 
-nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count, int stage_bytes) {
+using Variant = kernels::GemvCudaParams::Variant;
+
+nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count, int stage_bytes,
+                         Variant variant) {
   const int64_t wbytes = (int64_t)ggml::row_bytes(s.type, s.n_in) * s.n_out;
   auto* w = static_cast<uint8_t*>(dmalloc(wbytes));
   auto* x = static_cast<float*>(dmalloc(s.n_in * s.n_tokens * 4));
@@ -72,7 +75,7 @@ nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count, int stag
   TKV_CUDA_CHECK(fill_random_f32(x, s.n_in * s.n_tokens, 4));
   kernels::GemvCudaParams p;
   p.w = w, p.type = s.type, p.n_in = s.n_in, p.n_out = s.n_out, p.n_tokens = s.n_tokens;
-  p.x = x, p.y = y, p.sm_count = sm_count, p.stage_bytes = stage_bytes;
+  p.x = x, p.y = y, p.sm_count = sm_count, p.stage_bytes = stage_bytes, p.variant = variant;
   kernels::cuda_detail::GemvPlan plan;
   TKV_CHECK(kernels::cuda_detail::gemv_plan(p, &plan));
   const double us = median_us(
@@ -84,11 +87,11 @@ nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count, int stag
   const double gbs = wbytes / (us * 1e-6) / 1e9;
   const char* tn = ggml::traits(s.type).name.data();
   std::printf(
-      "| %s | %s | %s | %lld×%lld | %d | %.1f | %.1f | %.0f | %.1f | %d×%d, %d thr, %d/SM, %d "
-      "rows/stage |\n",
-      s.model, s.matrix, tn, (long long)s.n_out, (long long)s.n_in, s.n_tokens, wbytes / 1e6, us,
-      gbs, 100.0 * gbs / copy, plan.grid_x, plan.grid_y, plan.threads, plan.blocks_per_sm,
-      plan.rows_per_stage);
+      "| %s | %s | %s | %lld×%lld | %d | %s | %.1f | %.1f | %.0f | %.1f | %d×%d, %d thr, %d/SM, "
+      "%d rows/stage |\n",
+      s.model, s.matrix, tn, (long long)s.n_out, (long long)s.n_in, s.n_tokens,
+      plan.warp ? "warp" : "block", wbytes / 1e6, us, gbs, 100.0 * gbs / copy, plan.grid_x,
+      plan.grid_y, plan.threads, plan.blocks_per_sm, plan.rows_per_stage);
   TKV_CUDA_CHECK(cudaFree(w));
   TKV_CUDA_CHECK(cudaFree(x));
   TKV_CUDA_CHECK(cudaFree(y));
@@ -98,6 +101,7 @@ nlohmann::json bench_one(const GemvShape& s, double copy, int sm_count, int stag
           {"n_in", s.n_in},
           {"n_out", s.n_out},
           {"n_tokens", s.n_tokens},
+          {"kernel", plan.warp ? "warp" : "block"},
           {"weight_bytes", wbytes},
           {"us", us},
           {"blocks_per_sm", plan.blocks_per_sm},
@@ -115,14 +119,23 @@ int run_gemv(const char* out_path, bool quick, const std::string& match, int sta
   std::printf("%s, copy %.0f GB/s (D2D, read + write)\n\n", device::cuda_device_summary().c_str(),
               copy);
   std::printf(
-      "| model | matrix | type | n_out×n_in | tokens | MB | µs | GB/s | %% of copy | grid |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+      "| model | matrix | type | n_out×n_in | tokens | kernel | MB | µs | GB/s | %% of copy | grid "
+      "|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   nlohmann::json j = {{"gpu", prop.name}, {"copy_gbs", copy}, {"rows", nlohmann::json::array()}};
   for (const GemvShape& s : shapes(quick)) {
     const std::string label = std::string(s.model) + " " + s.matrix + " " +
                               ggml::traits(s.type).name.data() + " " + std::to_string(s.n_tokens);
-    if (label.find(match) != std::string::npos)
-      j["rows"].push_back(bench_one(s, copy, prop.multiProcessorCount, stage_bytes));
+    if (label.find(match) == std::string::npos) continue;
+    // Both kernels where the warp kernel takes the shape, side by side.
+    kernels::GemvCudaParams q;
+    q.type = s.type, q.n_in = s.n_in, q.n_out = s.n_out, q.n_tokens = s.n_tokens;
+    q.sm_count = prop.multiProcessorCount, q.variant = Variant::kWarp;
+    kernels::cuda_detail::GemvPlan plan;
+    if (kernels::cuda_detail::gemv_plan(q, &plan))
+      j["rows"].push_back(
+          bench_one(s, copy, prop.multiProcessorCount, stage_bytes, Variant::kWarp));
+    j["rows"].push_back(bench_one(s, copy, prop.multiProcessorCount, stage_bytes, Variant::kBlock));
   }
   std::ofstream(out_path) << j.dump(1) << "\n";
   std::printf("wrote %s\n", out_path);

@@ -85,6 +85,8 @@ Status CudaForward::gemv_split(const DevMatrix& m, const float* x, int64_t n, fl
     p.split1 = n0;
     p.split2 = n0 + n1;
     p.sm_count = sm_count_;
+    p.variant = gemv_variant_;
+    p.pdl = pdl_on_;
     TKV_RETURN_IF_ERROR(kernels::gemv_cuda(p, stream_));
   }
   return Status();

@@ -103,7 +103,11 @@ class CudaForward final : public DeviceForward {
   device::CudaBuffer attn_ws_, rows_, logits_in_, logits_;
   // bf16 q and out of the tensor-core decode attention (head_dim 128; decode_params).
   device::CudaBuffer q_bf16_, out_bf16_;
-  bool tc_attn_ = true;     // TKV_CUDA_ATTN=general: the fp32 kernel everywhere
+  bool tc_attn_ = true;  // TKV_CUDA_ATTN=general: the fp32 kernel everywhere
+  // TKV_CUDA_GEMV=block: the block-pipelined decode GEMV for every matrix (the A/B of the
+  // benchmark); auto: the warp kernel where it takes the matrix
+  kernels::GemvCudaParams::Variant gemv_variant_ = kernels::GemvCudaParams::Variant::kAuto;
+  bool pdl_on_ = true;      // TKV_CUDA_PDL=0: GEMVs launched plainly (GemvCudaParams::pdl)
   void* cublas_ = nullptr;  // gemm_cuda's handle, made on the first GEMM
   device::CudaBuffer gemm_scratch_;
   int page_stride_ = 0, max_seq_len_ = 0;  // block-table row length; longest decode row

@@ -105,6 +105,13 @@ Status CudaForward::init(const kv::KvCache& cache) {
   }
   if (const char* g = std::getenv("TKV_CUDA_GRAPHS")) graphs_on_ = std::string(g) != "0";
   if (const char* a = std::getenv("TKV_CUDA_ATTN")) tc_attn_ = std::string(a) != "general";
+  if (const char* g = std::getenv("TKV_CUDA_PDL")) pdl_on_ = std::string(g) != "0";
+  if (const char* g = std::getenv("TKV_CUDA_GEMV")) {
+    using V = kernels::GemvCudaParams::Variant;
+    const std::string v(g);
+    if (v != "block" && v != "auto") return unsupported("TKV_CUDA_GEMV=" + v + " (block or auto)");
+    gemv_variant_ = v == "block" ? V::kBlock : V::kAuto;
+  }
   TKV_RETURN_IF_ERROR(device::cuda_status(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "[cuda] stream"));
   int dev = 0;

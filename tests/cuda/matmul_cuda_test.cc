@@ -38,8 +38,22 @@ namespace tkv::testing {
 namespace {
 
 using ggml::Type;
+using Variant = kernels::GemvCudaParams::Variant;
 
 const auto& kTypes = kCudaWeightTypes;
+
+// The kernels that take a case: the block kernel always, the warp kernel where it plans one
+// (quantized weights, n_in <= 4096, a few tokens).
+std::vector<Variant> variants(Type t, int64_t n_in, int n_tokens) {
+  kernels::GemvCudaParams p;
+  p.type = t, p.n_in = n_in, p.n_out = 64, p.n_tokens = n_tokens, p.variant = Variant::kWarp;
+  kernels::cuda_detail::GemvPlan plan;
+  if (kernels::cuda_detail::gemv_plan(p, &plan)) return {Variant::kBlock, Variant::kWarp};
+  return {Variant::kBlock};
+}
+const char* variant_name(Variant v) {
+  return v == Variant::kWarp ? "warp" : "block";
+}
 
 struct Shape {
   int64_t n_in, n_out;
@@ -47,11 +61,11 @@ struct Shape {
 };
 
 // Checks one case; *worst gets max |err| / bound over the outputs (the margin left).
-void check(Type t, const Shape& s, std::mt19937& rng, device::PinnedStaging& staging,
+void check(Type t, const Shape& s, Variant v, std::mt19937& rng, device::PinnedStaging& staging,
            double* worst) {
   const std::string what = std::string(ggml::traits(t).name) + " n_in " + std::to_string(s.n_in) +
                            " n_out " + std::to_string(s.n_out) + " tokens " +
-                           std::to_string(s.n_tokens);
+                           std::to_string(s.n_tokens) + " kernel " + variant_name(v);
   SCOPED_TRACE(what);
   const std::vector<uint8_t> w = random_ggml_weights(t, s.n_in, s.n_out, rng);
   std::normal_distribution<float> n01(0.0f, 1.0f);
@@ -68,7 +82,7 @@ void check(Type t, const Shape& s, std::mt19937& rng, device::PinnedStaging& sta
   dy.upload(std::vector<float>(ref.size(), std::numeric_limits<float>::quiet_NaN()));
   kernels::GemvCudaParams p;
   p.w = dw.value().data(), p.type = t, p.n_in = s.n_in, p.n_out = s.n_out;
-  p.n_tokens = s.n_tokens, p.x = dx.get(), p.y = dy.get();
+  p.n_tokens = s.n_tokens, p.x = dx.get(), p.y = dy.get(), p.variant = v;
   const Status st = kernels::gemv_cuda(p);
   ASSERT_TRUE(st.ok()) << st.message();
   TKV_CUDA_CHECK(cudaDeviceSynchronize());
@@ -125,12 +139,15 @@ TEST(MatmulCuda, MatchesReferencePerTypeAndShape) {
                                                : std::vector<int64_t>{576, 640, 1536, 8960};
     for (int64_t n_in : n_ins)
       for (int64_t n_out : {1, 67, 1031})
-        for (int tokens : {1, 2, 5, 16}) {
-          check(t, {n_in, n_out, tokens}, rng, staging, &worst);
-          if (HasFatalFailure()) return;
-        }
-    check(t, {k_quant ? 1536 : 576, 20011, 1}, rng, staging, &worst);
-    check(t, {k_quant ? 1536 : 576, 20011, 3}, rng, staging, &worst);
+        for (int tokens : {1, 2, 3, 5, 16})
+          for (Variant v : variants(t, n_in, tokens)) {
+            check(t, {n_in, n_out, tokens}, v, rng, staging, &worst);
+            if (HasFatalFailure()) return;
+          }
+    for (int64_t n_in : {k_quant ? 1536 : 576, 4096})
+      for (int tokens : {1, 2, 3})
+        for (Variant v : variants(t, n_in, tokens))
+          check(t, {n_in, 20011, tokens}, v, rng, staging, &worst);
     std::printf("%-5s max |err| / bound %.3g\n", ggml::traits(t).name.data(), worst);
   }
 }
@@ -165,27 +182,29 @@ TEST(MatmulCuda, SameIntegersAsTheCpuMatmul) {
     ASSERT_TRUE(dw.ok());
     DeviceBuffer<float> dx, dy(cpu.size());
     dx.upload(x);
-    kernels::GemvCudaParams p;
-    p.w = dw.value().data(), p.type = t, p.n_in = n_in, p.n_out = n_out;
-    p.n_tokens = n_tokens, p.x = dx.get(), p.y = dy.get();
-    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
-    const std::vector<float> y = dy.download();
-    std::vector<float> row((size_t)n_in);
-    double worst = 0;
-    for (int64_t o = 0; o < n_out; ++o) {
-      kernels::dequantize_row(t, w.data() + ggml::row_bytes(t, n_in) * o, row.data(), n_in);
-      for (int tk = 0; tk < n_tokens; ++tk) {
-        double mag = 0;  // |w| (|x| + a step): the products' size
-        for (int64_t i = 0; i < n_in; ++i)
-          mag += std::fabs((double)row[i]) * (std::fabs(x[tk * n_in + i]) + 0.1);
-        const size_t k = (size_t)(tk * n_out + o);
-        const double err = std::fabs((double)y[k] - cpu[k]), bound = tol * mag;
-        ASSERT_LE(err, bound) << "y[" << tk << ", " << o << "] gpu " << y[k] << " cpu " << cpu[k];
-        worst = std::max(worst, err / bound);
+    for (Variant v : variants(t, n_in, n_tokens)) {
+      kernels::GemvCudaParams p;
+      p.w = dw.value().data(), p.type = t, p.n_in = n_in, p.n_out = n_out;
+      p.n_tokens = n_tokens, p.x = dx.get(), p.y = dy.get(), p.variant = v;
+      ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+      const std::vector<float> y = dy.download();
+      std::vector<float> row((size_t)n_in);
+      double worst = 0;
+      for (int64_t o = 0; o < n_out; ++o) {
+        kernels::dequantize_row(t, w.data() + ggml::row_bytes(t, n_in) * o, row.data(), n_in);
+        for (int tk = 0; tk < n_tokens; ++tk) {
+          double mag = 0;  // |w| (|x| + a step): the products' size
+          for (int64_t i = 0; i < n_in; ++i)
+            mag += std::fabs((double)row[i]) * (std::fabs(x[tk * n_in + i]) + 0.1);
+          const size_t k = (size_t)(tk * n_out + o);
+          const double err = std::fabs((double)y[k] - cpu[k]), bound = tol * mag;
+          ASSERT_LE(err, bound) << "y[" << tk << ", " << o << "] gpu " << y[k] << " cpu " << cpu[k];
+          worst = std::max(worst, err / bound);
+        }
       }
+      std::printf("%-5s %-5s GPU vs CPU matmul: max |err| / bound %.3g\n",
+                  ggml::traits(t).name.data(), variant_name(v), worst);
     }
-    std::printf("%-5s GPU vs CPU matmul: max |err| / bound %.3g\n", ggml::traits(t).name.data(),
-                worst);
   }
 }
 
@@ -205,10 +224,13 @@ TEST(MatmulCuda, SameInputSameBits) {
   kernels::GemvCudaParams p;
   p.w = dw.value().data(), p.type = Type::kQ4_K, p.n_in = n_in, p.n_out = n_out;
   p.n_tokens = 4, p.x = dx.get(), p.y = dy.get();
-  ASSERT_TRUE(kernels::gemv_cuda(p).ok());
-  const std::vector<float> a = dy.download();
-  ASSERT_TRUE(kernels::gemv_cuda(p).ok());
-  EXPECT_EQ(0, std::memcmp(a.data(), dy.download().data(), a.size() * 4));
+  for (Variant v : variants(Type::kQ4_K, n_in, 4)) {
+    p.variant = v;
+    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+    const std::vector<float> a = dy.download();
+    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+    EXPECT_EQ(0, std::memcmp(a.data(), dy.download().data(), a.size() * 4)) << variant_name(v);
+  }
 }
 
 // A split output (fused Q|K|V) writes the same bits as the plain output, row ranges apart.
@@ -217,31 +239,33 @@ TEST(MatmulCuda, SplitOutputSameBits) {
   std::mt19937 rng(8);
   device::PinnedStaging staging;
   const int64_t n_in = 1536, n_out = 1536 + 2 * 256;
-  for (int tokens : {1, 3, 16}) {
-    const std::vector<uint8_t> w = random_ggml_weights(Type::kQ4_0, n_in, n_out, rng);
-    auto dw = device::upload_to_device(w.data(), w.size(), staging);
-    ASSERT_TRUE(dw.ok());
-    std::vector<float> x((size_t)n_in * tokens);
-    std::normal_distribution<float> n01(0.0f, 1.0f);
-    for (float& v : x) v = n01(rng);
-    DeviceBuffer<float> dx, dy((size_t)n_out * tokens), dq((size_t)1536 * tokens),
-        dk((size_t)256 * tokens), dv((size_t)256 * tokens);
-    dx.upload(x);
-    kernels::GemvCudaParams p;
-    p.w = dw.value().data(), p.type = Type::kQ4_0, p.n_in = n_in, p.n_out = n_out;
-    p.n_tokens = tokens, p.x = dx.get(), p.y = dy.get();
-    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
-    p.y = dq.get(), p.y1 = dk.get(), p.y2 = dv.get(), p.split1 = 1536, p.split2 = 1536 + 256;
-    ASSERT_TRUE(kernels::gemv_cuda(p).ok());
-    const auto y = dy.download(), q = dq.download(), k = dk.download(), v = dv.download();
-    for (int t = 0; t < tokens; ++t)
-      for (int64_t o = 0; o < n_out; ++o) {
-        const float got = o < 1536   ? q[t * 1536 + o]
-                          : o < 1792 ? k[t * 256 + (o - 1536)]
-                                     : v[t * 256 + (o - 1792)];
-        ASSERT_EQ(got, y[t * n_out + o]) << "token " << t << " row " << o;
-      }
-  }
+  for (int tokens : {1, 3, 16})
+    for (Variant var : variants(Type::kQ4_0, n_in, tokens)) {
+      SCOPED_TRACE(variant_name(var));
+      const std::vector<uint8_t> w = random_ggml_weights(Type::kQ4_0, n_in, n_out, rng);
+      auto dw = device::upload_to_device(w.data(), w.size(), staging);
+      ASSERT_TRUE(dw.ok());
+      std::vector<float> x((size_t)n_in * tokens);
+      std::normal_distribution<float> n01(0.0f, 1.0f);
+      for (float& v : x) v = n01(rng);
+      DeviceBuffer<float> dx, dy((size_t)n_out * tokens), dq((size_t)1536 * tokens),
+          dk((size_t)256 * tokens), dv((size_t)256 * tokens);
+      dx.upload(x);
+      kernels::GemvCudaParams p;
+      p.w = dw.value().data(), p.type = Type::kQ4_0, p.n_in = n_in, p.n_out = n_out;
+      p.n_tokens = tokens, p.x = dx.get(), p.y = dy.get(), p.variant = var;
+      ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+      p.y = dq.get(), p.y1 = dk.get(), p.y2 = dv.get(), p.split1 = 1536, p.split2 = 1536 + 256;
+      ASSERT_TRUE(kernels::gemv_cuda(p).ok());
+      const auto y = dy.download(), q = dq.download(), k = dk.download(), v = dv.download();
+      for (int t = 0; t < tokens; ++t)
+        for (int64_t o = 0; o < n_out; ++o) {
+          const float got = o < 1536   ? q[t * 1536 + o]
+                            : o < 1792 ? k[t * 256 + (o - 1536)]
+                                       : v[t * 256 + (o - 1792)];
+          ASSERT_EQ(got, y[t * n_out + o]) << "token " << t << " row " << o;
+        }
+    }
 }
 
 TEST(MatmulCuda, RejectsBadShapes) {
@@ -255,6 +279,10 @@ TEST(MatmulCuda, RejectsBadShapes) {
   EXPECT_FALSE(kernels::gemv_cuda(p).ok());
   p.type = Type::kQ8_0, p.w = buf + 1;
   EXPECT_FALSE(kernels::gemv_cuda(p).ok());
+  p.w = buf, p.type = Type::kF16, p.n_in = 64, p.variant = Variant::kWarp;
+  EXPECT_FALSE(kernels::gemv_cuda(p).ok());  // the warp kernel takes quantized weights only
+  p.type = Type::kQ8_0, p.n_in = 8192;
+  EXPECT_FALSE(kernels::gemv_cuda(p).ok());  // ... and rows of up to 4096
 }
 
 }  // namespace

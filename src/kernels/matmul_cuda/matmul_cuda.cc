@@ -18,10 +18,55 @@ namespace {
 constexpr int kStages = 3;                    // gemv_cuda.cu's pipeline depth
 constexpr int kStageTarget = 8192;            // bytes: about 16 KB in flight per block
 constexpr int kMaxSmemPerBlock = 200 * 1024;  // under sm_90's 227 KB per block
+constexpr int kWarpStageTarget = 2048;        // bytes per warp stage (whole rows, at least one)
 
-}  // namespace
+bool occupancy(GemvPlan* g) {
+  if (g->kernel == nullptr ||
+      cudaFuncSetAttribute(g->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, g->smem_bytes) !=
+          cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g->blocks_per_sm, g->kernel, g->threads,
+                                                    g->smem_bytes) != cudaSuccess ||
+      g->blocks_per_sm == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
 
-bool gemv_plan(const GemvCudaParams& p, GemvPlan* plan) {
+// The warp-pipelined kernel: x of the chunk's tokens staged in shared memory (48 bytes per
+// unit and token) on its way to registers, then per warp a ring of kGemvWarpStages stages of
+// whole rows (about kWarpStageTarget bytes each); 8 warps per block, fewer when rows are long.
+bool gemv_warp_plan(const GemvCudaParams& p, GemvPlan* plan) {
+  const int64_t units = p.n_in / 32, rb = (int64_t)ggml::row_bytes(p.type, p.n_in);
+  GemvPlan g;
+  g.warp = true;
+  g.units_per_thread = units <= 32 ? 1 : units <= 64 ? 2 : units <= 128 ? 4 : 0;
+  g.token_chunk = p.n_tokens <= 1 ? 1 : p.n_tokens <= 2 ? 2 : 4;
+  if (g.units_per_thread == 0 || p.n_tokens > kGemvWarpMaxTokens ||
+      g.units_per_thread * g.token_chunk > kGemvQuantXUnits)
+    return false;
+  const int64_t target = p.stage_bytes > 0 ? p.stage_bytes : kWarpStageTarget;
+  g.rows_per_stage = (int)std::max<int64_t>(1, std::min<int64_t>(target / rb, p.n_out));
+  g.stage_bytes = (int)((g.rows_per_stage * rb + 32 + 15) / 16 * 16);
+  const int64_t x_bytes = 48 * units * g.token_chunk;
+  int warps = 8;
+  while (warps > 1 && x_bytes + (int64_t)warps * kGemvWarpStages * g.stage_bytes > kMaxSmemPerBlock)
+    warps /= 2;
+  const int64_t smem = x_bytes + (int64_t)warps * kGemvWarpStages * g.stage_bytes;
+  if (smem > kMaxSmemPerBlock) return false;
+  g.threads = 32 * warps;
+  g.smem_bytes = (int)smem;
+  g.kernel = gemv_warp_kernel_for(p.type, g.units_per_thread, g.token_chunk);
+  if (!occupancy(&g)) return false;
+  g.n_stages = (int)((p.n_out + g.rows_per_stage - 1) / g.rows_per_stage);
+  g.grid_y = 1;
+  g.grid_x = (int)std::min<int64_t>((g.n_stages + warps - 1) / warps,
+                                    (int64_t)p.sm_count * g.blocks_per_sm);
+  *plan = g;
+  return true;
+}
+
+bool gemv_block_plan(const GemvCudaParams& p, GemvPlan* plan) {
   const int64_t units = p.n_in / 32, rb = (int64_t)ggml::row_bytes(p.type, p.n_in);
   GemvPlan g;
   g.units_per_thread = units <= 256 ? 1 : units <= 512 ? 2 : units <= 1024 ? 4 : 0;
@@ -42,20 +87,23 @@ bool gemv_plan(const GemvCudaParams& p, GemvPlan* plan) {
   if (g.smem_bytes > kMaxSmemPerBlock) return false;
   g.grid_y = (p.n_tokens + g.token_chunk - 1) / g.token_chunk;
   g.kernel = gemv_kernel(p.type, g.units_per_thread, g.token_chunk);
-  if (g.kernel == nullptr ||
-      cudaFuncSetAttribute(g.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, g.smem_bytes) !=
-          cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm, g.kernel, g.threads,
-                                                    g.smem_bytes) != cudaSuccess ||
-      g.blocks_per_sm == 0) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  if (!occupancy(&g)) return false;
   g.n_stages = (int)((p.n_out + g.rows_per_stage - 1) / g.rows_per_stage);
   const int wave = std::max(1, p.sm_count * g.blocks_per_sm / g.grid_y);
   g.grid_x = std::min(g.n_stages, wave);
   *plan = g;
   return true;
+}
+
+}  // namespace
+
+bool gemv_plan(const GemvCudaParams& p, GemvPlan* plan) {
+  using V = GemvCudaParams::Variant;
+  const bool quant =
+      p.type != ggml::Type::kF32 && p.type != ggml::Type::kF16 && p.type != ggml::Type::kBF16;
+  if (p.variant == V::kWarp) return quant && gemv_warp_plan(p, plan);
+  if (p.variant == V::kAuto && quant && gemv_warp_plan(p, plan)) return true;
+  return gemv_block_plan(p, plan);
 }
 
 }  // namespace cuda_detail

@@ -27,7 +27,13 @@ struct GemvCudaParams {
   const float* x = nullptr;  // [n_tokens, n_in] device
   float* y = nullptr;        // [n_tokens, n_out] device
   int sm_count = 132;        // multiprocessors, for the grid size
-  int stage_bytes = 0;       // weight bytes per shared-memory stage (whole rows); 0 = 8192
+  int stage_bytes = 0;       // weight bytes per shared-memory stage (whole rows); 0 = default
+  // Which kernel: kAuto picks (the benchmark and the tests name one to compare them).
+  enum class Variant { kAuto, kBlock, kWarp } variant = Variant::kAuto;
+  // Programmatic dependent launch (warp kernel): the call may start while the previous kernel
+  // on the stream drains; it issues its first weight copies, then waits for that kernel
+  // (griddepcontrol.wait) before it reads x. Safe whatever the previous kernel is.
+  bool pdl = false;
   // Optional split output, for projections fused into one matrix (Q|K|V, gate|up): rows
   // [split1, split2) go to y1 as [n_tokens, split2 - split1] and rows [split2, n_out) to y2
   // as [n_tokens, n_out - split2]; y keeps [n_tokens, split1]. 0 = no split there.
@@ -53,10 +59,14 @@ namespace cuda_detail {
 // Units x tokens of x a thread holds in registers: int8 (12 registers each) for quantized
 // weights, fp32 (32 each) for float weights.
 constexpr int kGemvQuantXUnits = 8, kGemvFloatXUnits = 4;
+// The warp-pipelined kernel (gemv_warp_cuda.cu): quantized weights, n_in up to 4096, up to
+// kGemvWarpMaxTokens tokens (2 past n_in 2048); each warp's ring holds kGemvWarpStages stages.
+constexpr int kGemvWarpMaxTokens = 4, kGemvWarpStages = 4;
 // The launch shape gemv_cuda picks (exposed for the benchmark's report and the tests): a
 // persistent grid, one wave of resident blocks, each streaming a balanced contiguous run of
 // stages, the token chunks of a run side by side so their weight reads meet in L2.
 struct GemvPlan {
+  bool warp = false;           // the warp-pipelined kernel (stages per warp, not per block)
   int threads = 0;             // 32 * warps; each thread owns units_per_thread 32-element units
   int units_per_thread = 0;    // 1, 2 or 4
   int token_chunk = 0;         // tokens per block, a power of two (grid_y = ceil(n_tokens / chunk))
@@ -73,6 +83,9 @@ struct GemvPlan {
 bool gemv_plan(const GemvCudaParams& p, GemvPlan* plan);
 // The kernel for a type, units per thread and token chunk (gemv_cuda.cu); null if none.
 const void* gemv_kernel(ggml::Type type, int units_per_thread, int token_chunk);
+// The warp-pipelined kernel for a quantized type, units per lane (1, 2 or 4) and token chunk
+// (1, 2 or 4); null if none.
+const void* gemv_warp_kernel_for(ggml::Type type, int units_per_lane, int token_chunk);
 cudaError_t launch_gemv(const GemvCudaParams& p, const GemvPlan& plan, cudaStream_t stream);
 }  // namespace cuda_detail
 

@@ -30,12 +30,20 @@ __device__ __forceinline__ double block_sum(double ss) {
   return t;
 }
 
+// Lets a kernel launched after this one as a programmatic dependent (the decode GEMV) be
+// scheduled now: it prefetches its weights while this one runs and waits for its completion
+// (griddepcontrol.wait) before it reads what this one writes. No effect on other launches.
+__device__ __forceinline__ void pdl_trigger() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
 // One block per row; a double sum of squares. With h (add_rms_norm): x += h first, and the
 // sum is over the new x. y may alias x or h (each element is read, then written, by the
 // same thread).
 template <bool kAdd>
 __global__ void rms_norm_kernel(float* x, const float* h, const float* w, float* y, int64_t n,
                                 float eps) {
+  pdl_trigger();
   float* xr = x + blockIdx.x * n;
   float* yr = y + blockIdx.x * n;
   double ss = 0.0;
@@ -101,6 +109,7 @@ __global__ void rope_kernel(float* x, const int32_t* pos, int64_t n_pairs_total,
        i += (int64_t)gridDim.x * blockDim.x)
 
 __global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
+  pdl_trigger();
   TKV_GRID_LOOP(i, n) {
     const float v = g[i];
     g[i] = __fmul_rn(__fdiv_rn(v, __fadd_rn(1.0f, expf(-v))), u[i]);
@@ -108,6 +117,7 @@ __global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
 }
 
 __global__ void gelu_tanh_mul_kernel(float* g, const float* u, int64_t n) {
+  pdl_trigger();
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCoef = 0.044715f;
   TKV_GRID_LOOP(i, n) {
@@ -131,6 +141,7 @@ __global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
   TKV_GRID_LOOP(i, n) y[i] = f32_to_bf16(x[i]);
 }
 __global__ void from_bf16_kernel(const uint16_t* x, float* y, int64_t n) {
+  pdl_trigger();
   TKV_GRID_LOOP(i, n) y[i] = bf16_to_f32(x[i]);
 }
 __global__ void gather_kernel(const float* src, const int32_t* rows, float* dst, int64_t total,
