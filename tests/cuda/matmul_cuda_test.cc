@@ -61,11 +61,11 @@ struct Shape {
 };
 
 // Checks one case; *worst gets max |err| / bound over the outputs (the margin left).
-void check(Type t, const Shape& s, Variant v, std::mt19937& rng, device::PinnedStaging& staging,
-           double* worst) {
+void check(Type t, const Shape& s, Variant kernel, std::mt19937& rng,
+           device::PinnedStaging& staging, double* worst) {
   const std::string what = std::string(ggml::traits(t).name) + " n_in " + std::to_string(s.n_in) +
                            " n_out " + std::to_string(s.n_out) + " tokens " +
-                           std::to_string(s.n_tokens) + " kernel " + variant_name(v);
+                           std::to_string(s.n_tokens) + " kernel " + variant_name(kernel);
   SCOPED_TRACE(what);
   const std::vector<uint8_t> w = random_ggml_weights(t, s.n_in, s.n_out, rng);
   std::normal_distribution<float> n01(0.0f, 1.0f);
@@ -82,7 +82,7 @@ void check(Type t, const Shape& s, Variant v, std::mt19937& rng, device::PinnedS
   dy.upload(std::vector<float>(ref.size(), std::numeric_limits<float>::quiet_NaN()));
   kernels::GemvCudaParams p;
   p.w = dw.value().data(), p.type = t, p.n_in = s.n_in, p.n_out = s.n_out;
-  p.n_tokens = s.n_tokens, p.x = dx.get(), p.y = dy.get(), p.variant = v;
+  p.n_tokens = s.n_tokens, p.x = dx.get(), p.y = dy.get(), p.variant = kernel;
   const Status st = kernels::gemv_cuda(p);
   ASSERT_TRUE(st.ok()) << st.message();
   TKV_CUDA_CHECK(cudaDeviceSynchronize());
