@@ -102,7 +102,9 @@ bool gemv_plan(const GemvCudaParams& p, GemvPlan* plan) {
   const bool quant =
       p.type != ggml::Type::kF32 && p.type != ggml::Type::kF16 && p.type != ggml::Type::kBF16;
   if (p.variant == V::kWarp) return quant && gemv_warp_plan(p, plan);
-  if (p.variant == V::kAuto && quant && gemv_warp_plan(p, plan)) return true;
+  // Auto: the warp kernel for 1-2 tokens (it won every 1-token shape on an H100; at 4 tokens
+  // Qwen2.5's ffn_up took 22.0 vs 18.1 µs, docs/bench/cuda.md), the block kernel otherwise.
+  if (p.variant == V::kAuto && quant && p.n_tokens <= 2 && gemv_warp_plan(p, plan)) return true;
   return gemv_block_plan(p, plan);
 }
 
