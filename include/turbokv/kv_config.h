@@ -20,6 +20,7 @@ struct KvConfig {
   int key_bits = 16;                // bf16/f16: 16; affine: 4 | 8; turbo: 2 | 4 | 5 | 8
   int value_bits = 16;              // bf16/f16: 16; affine: = key_bits; turbo: 2 | 3 | 4 | 5 | 8
   bool rotated_keys = false;        // turbo: keys rotated before quantization
+  bool symmetric_keys = false;      // turbo: keys symmetric per 32-group (no zero point)
   bool fitted_value_scale = false;  // turbo: value scales fitted to the squared error
   double auto_bits = 0;             // auto: the budget in bits per element (0: the default, 6.25)
 

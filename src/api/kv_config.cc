@@ -43,6 +43,7 @@ Result<KvConfig> KvConfig::parse(std::string_view text) {
   c.key_bits = s.k_bits;
   c.value_bits = s.v_bits;
   c.rotated_keys = s.k_rotated;
+  c.symmetric_keys = s.k_symmetric;
   c.fitted_value_scale = s.v_mse_scale;
   return c;
 }
@@ -56,8 +57,9 @@ std::string KvConfig::to_string() const {
     case Kind::kAffine:
       return std::to_string(key_bits);
     case Kind::kTurbo:
-      return "turbo:k" + std::to_string(key_bits) + (rotated_keys ? "r" : "") + "v" +
-             std::to_string(value_bits) + (fitted_value_scale ? "m" : "");
+      return "turbo:k" + std::to_string(key_bits) + (symmetric_keys ? "s" : "") +
+             (rotated_keys ? "r" : "") + "v" + std::to_string(value_bits) +
+             (fitted_value_scale ? "m" : "");
     case Kind::kAuto:
       return auto_bits > 0 ? fmt::format("auto:{}", auto_bits) : "auto";
   }

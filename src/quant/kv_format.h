@@ -34,20 +34,31 @@ struct KvScheme {
   // (quant/turbo_v_fit.h), not the RMS itself. Same bytes, codebook and decode
   // (c[idx]*scale); only the encoder differs. turbo only.
   bool v_mse_scale = false;
+  // Keys symmetric per 32-group (turbo, k_bits 4|5|8): one fp16 scale d = m / -2^(K-1), m the
+  // group's signed extreme, codes rint(k/d) + 2^(K-1) in [0, 2^K - 1], no zero plane
+  // (K + 0.5 bits per element). Read as the unsigned affine key with the implied zero
+  // -2^(K-1) (k_zero_implied), so every kernel's dot is unchanged (quant/turbo_k.h).
+  bool k_symmetric = false;
 
-  TKV_HD bool k_signed() const { return kind == KvKind::kTurbo && k_bits == 8 && !k_unsigned8; }
+  TKV_HD bool k_signed() const {
+    return kind == KvKind::kTurbo && k_bits == 8 && !k_unsigned8 && !k_symmetric;
+  }
+  // The zero every key group of a symmetric scheme shares (x̂ = (code + zero) * scale).
+  TKV_HD float k_zero_implied() const { return -static_cast<float>(1 << (k_bits - 1)); }
   // Plain 16-bit float rows [K x head_dim][V x head_dim], no scales.
   TKV_HD bool is_float() const { return kind == KvKind::kBf16 || kind == KvKind::kF16; }
   TKV_HD bool operator==(const KvScheme& o) const {
     return kind == o.kind && k_bits == o.k_bits && v_bits == o.v_bits && head_dim == o.head_dim &&
-           k_unsigned8 == o.k_unsigned8 && k_rotated == o.k_rotated && v_mse_scale == o.v_mse_scale;
+           k_unsigned8 == o.k_unsigned8 && k_rotated == o.k_rotated &&
+           v_mse_scale == o.v_mse_scale && k_symmetric == o.k_symmetric;
   }
   TKV_HD bool operator!=(const KvScheme& o) const { return !(*this == o); }
 };
 
 // Bytes of each plane of one (token, kv-head) row, and their offsets when the
 // planes are interleaved into one row of row_bytes (in the order listed).
-// fp16 planes: turbo one value per 32-group (v_zero empty), affine per 64-group.
+// fp16 planes: turbo one value per 32-group (v_zero empty; k_zero empty for symmetric
+// keys), affine per 64-group.
 struct KvRowLayout {
   int64_t k_data_bytes = 0, v_data_bytes = 0;
   int64_t k_scale_bytes = 0, k_zero_bytes = 0, v_scale_bytes = 0, v_zero_bytes = 0;
@@ -64,6 +75,7 @@ TKV_HD KvRowLayout kv_row_layout_of(const KvScheme& s) {
   l.v_data_bytes = d * s.v_bits / 8;
   if (s.kind == KvKind::kTurbo) {
     l.k_scale_bytes = l.k_zero_bytes = l.v_scale_bytes = 2 * d / kTurboGroup;
+    if (s.k_symmetric) l.k_zero_bytes = 0;
   } else if (s.kind == KvKind::kAffine) {
     l.k_scale_bytes = l.k_zero_bytes = l.v_scale_bytes = l.v_zero_bytes = 2 * d / kAffineGroup;
   }

@@ -12,8 +12,9 @@ namespace {
 
 constexpr std::string_view kValidForms =
     "bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in "
-    "{2,3,4,5,8} | turbo:k<K>rv<V> (keys rotated) | either with suffix m (MSE-fitted value scale, "
-    "turbo:k4rv3m) | auto[:BITS] (the best measured scheme within BITS bits per element, "
+    "{2,3,4,5,8} | turbo:k<K>[s][r]v<V>[m]: s symmetric keys (K in {4,5,8}, no zero point), "
+    "r keys rotated, m MSE-fitted value scale (turbo:k4srv4m) | auto[:BITS] (the best measured "
+    "scheme within BITS bits per element, "
     "default 6.25)";
 
 bool in_set(int v, std::initializer_list<int> set) {
@@ -60,6 +61,13 @@ Status validate_kv_scheme(const KvScheme& s) {
     return invalid_argument("[kv] rotated keys need a turbo or bf16 scheme");
   if (s.v_mse_scale && s.kind != KvKind::kTurbo)
     return invalid_argument("[kv] the MSE-fitted value scale (suffix m) needs a turbo scheme");
+  if (s.k_symmetric && (s.kind != KvKind::kTurbo || !in_set(s.k_bits, {4, 5, 8})))
+    return invalid_argument(
+        "[kv] symmetric keys (s) need a turbo scheme with k_bits 4, 5 or 8 (got "
+        "k_bits {})",
+        s.k_bits);
+  if (s.k_symmetric && s.k_unsigned8)
+    return invalid_argument("[kv] symmetric keys (s) and k_unsigned8 exclude each other");
   if (s.k_unsigned8 && (s.kind != KvKind::kTurbo || s.k_bits != 8))
     return invalid_argument("[kv] k_unsigned8 needs a turbo scheme with k_bits 8 (got k_bits {})",
                             s.k_bits);
@@ -80,10 +88,12 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
   } else if (text == "turbo") {
     s = {KvKind::kTurbo, 8, 3, head_dim};
   } else if (text.starts_with("turbo:k") && text.find('v') != std::string_view::npos) {
-    // turbo:k<K>v<V>, turbo:k<K>rv<V> for rotated keys, suffix m for the fitted V scale
+    // turbo:k<K>[s][r]v<V>[m]: s symmetric keys, r rotated keys, m the fitted V scale
     std::string_view kb = text.substr(7, text.find('v') - 7);
     const bool rotated = kb.ends_with('r');
     if (rotated) kb.remove_suffix(1);
+    const bool symmetric = kb.ends_with('s');
+    if (symmetric) kb.remove_suffix(1);
     std::string_view vb = text.substr(text.find('v') + 1);
     const bool mse = vb.ends_with('m');
     if (mse) vb.remove_suffix(1);
@@ -93,6 +103,7 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
     s = {KvKind::kTurbo, k, v, head_dim};
     s.k_rotated = rotated;
     s.v_mse_scale = mse;
+    s.k_symmetric = symmetric;
   } else {
     return invalid_argument("[kv] unknown KV cache type '{}' (valid: {})", text, kValidForms);
   }
@@ -110,8 +121,9 @@ std::string kv_scheme_name(const KvScheme& s) {
       return s.k_bits == s.v_bits ? fmt::format("affine{}", s.k_bits)
                                   : fmt::format("affine:k{}v{}", s.k_bits, s.v_bits);
     case KvKind::kTurbo:
-      return fmt::format("turbo:k{}{}{}v{}{}", s.k_bits, s.k_unsigned8 ? "u" : "",
-                         s.k_rotated ? "r" : "", s.v_bits, s.v_mse_scale ? "m" : "");
+      return fmt::format("turbo:k{}{}{}{}v{}{}", s.k_bits, s.k_unsigned8 ? "u" : "",
+                         s.k_symmetric ? "s" : "", s.k_rotated ? "r" : "", s.v_bits,
+                         s.v_mse_scale ? "m" : "");
   }
   return "?";
 }

@@ -22,11 +22,12 @@ std::string kv_scheme_name(const KvScheme& s);
 
 // Layout of a valid scheme (TKV_CHECKs validity, then kv_row_layout_of).
 KvRowLayout kv_row_layout(const KvScheme& s);
-// D*kb/8 + D*vb/8 + 6*D/32 for turbo; equals kv_row_layout(s).row_bytes.
+// D*kb/8 + D*vb/8 + 6*D/32 for turbo (4*D/32 with symmetric keys); equals
+// kv_row_layout(s).row_bytes.
 int64_t kv_bytes_per_token_per_head(const KvScheme& s);
 // Stored bits per K or V element, scales included: 8*row_bytes / (2*D).
 double kv_bits_per_element(const KvScheme& s);
-// fp16 K+V bytes (4*D) over row_bytes; turbo: 32 / (kb + vb + 1.5).
+// fp16 K+V bytes (4*D) over row_bytes; turbo: 32 / (kb + vb + 1.5) (+ 1.0 symmetric).
 double kv_compression_vs_fp16(const KvScheme& s);
 
 }  // namespace tkv::quant

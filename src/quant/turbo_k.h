@@ -103,4 +103,53 @@ TKV_HD void turbo_k_dequant_row(const uint8_t* packed /*[head_dim*bits/8]*/,
   }
 }
 
+// Symmetric keys (KvScheme::k_symmetric; not in the reference, docs/kv-format.md §4.2):
+// per 32-group one fp16 scale d = h(m / -2^(b-1)), m the sanitised group's signed extreme
+// (mx if mx >= -mn, else mn: the rule of GGML's q4_0, so m itself lands on the code 0 and
+// all 2^b codes are used), and codes rint(x / d) + 2^(b-1) clamped to [0, 2^b - 1] in fp32
+// (x unrounded: this format has no fp16 reference to match). x̂ = (code - 2^(b-1)) * d, the
+// unsigned dequant with the implied zero -2^(b-1). d == 0 (an all-zero group, or |m| below
+// fp16's range) stores every code 2^(b-1), x̂ = 0.
+TKV_HD float turbo_ks_group_scale(float mn, float mx, int bits) {
+  const float m = mx >= -mn ? mx : mn;
+  return round_f16(m / -static_cast<float>(1 << (bits - 1)));
+}
+
+TKV_HD uint8_t turbo_ks_quantize(float x, float d, int bits) {
+  const float half = static_cast<float>(1 << (bits - 1));
+  if (d == 0.0f) return static_cast<uint8_t>(1 << (bits - 1));
+  const float r = fminf(fmaxf(rintf(x / d), -half), half - 1.0f);
+  return static_cast<uint8_t>(static_cast<int>(r) + (1 << (bits - 1)));
+}
+
+// Encodes one key row symmetrically (no zero plane).
+TKV_HD void turbo_ks_encode_row(const float* x /*[head_dim]*/, int head_dim, int bits,
+                                uint8_t* packed /*[head_dim*bits/8]*/,
+                                uint16_t* scale /*[head_dim/32]*/) {
+  uint8_t idx[kTurboGroup];
+  for (int g = 0; g < head_dim / kTurboGroup; ++g) {
+    const float* xg = x + g * kTurboGroup;
+    float mn = kF16Max, mx = -kF16Max;
+    for (int i = 0; i < kTurboGroup; ++i) {
+      const float v = sanitize_kv_input(xg[i]);
+      mn = fminf(mn, v);
+      mx = fmaxf(mx, v);
+    }
+    const float d = turbo_ks_group_scale(mn, mx, bits);
+    for (int i = 0; i < kTurboGroup; ++i)
+      idx[i] = turbo_ks_quantize(sanitize_kv_input(xg[i]), d, bits);
+    scale[g] = f32_to_f16(d);
+    bitpack_pack(idx, kTurboGroup, bits, packed + g * bitpack_bytes(kTurboGroup, bits));
+  }
+}
+
+// Dequantizes one symmetric key row to fp32: (code - 2^(b-1)) * d.
+TKV_HD void turbo_ks_dequant_row(const uint8_t* packed, const uint16_t* scale, int head_dim,
+                                 int bits, float* out /*[head_dim]*/) {
+  const float zero = -static_cast<float>(1 << (bits - 1));
+  for (int i = 0; i < head_dim; ++i)
+    out[i] = turbo_k_dequant(bitpack_get(packed, i, bits), false, zero,
+                             f16_to_f32(scale[i / kTurboGroup]));
+}
+
 }  // namespace tkv::quant

@@ -71,4 +71,16 @@ inline std::pair<std::vector<float>, std::vector<float>> attend_through_cache(
   return {std::move(out), std::move(ref)};
 }
 
+// RMS of (fused - reference) over RMS of the reference, through a cache of `scheme`.
+inline double attend_rms_rel_error(const AttnData& x, const std::string& scheme) {
+  const auto [out, ref] = attend_through_cache(x, scheme);
+  if (out.empty()) return INFINITY;
+  double err = 0, mag = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    err += (double)(out[i] - ref[i]) * (out[i] - ref[i]);
+    mag += (double)ref[i] * ref[i];
+  }
+  return std::sqrt(err / mag);
+}
+
 }  // namespace tkv::kv

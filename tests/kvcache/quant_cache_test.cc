@@ -111,9 +111,9 @@ struct Rig {
   }
 };
 
-const char* kSchemes[] = {"bf16",       "f16",         "8",          "4",
-                          "turbo",      "turbo:k8v8",  "turbo:k4v3", "turbo:k2v2",
-                          "turbo:k5v5", "turbo:k4v3m", "turbo:k8v2m"};
+const char* kSchemes[] = {"bf16",        "f16",         "8",           "4",          "turbo",
+                          "turbo:k8v8",  "turbo:k4v3",  "turbo:k2v2",  "turbo:k5v5", "turbo:k4v3m",
+                          "turbo:k8v2m", "turbo:k8sv4", "turbo:k4sv4m"};
 
 TEST(QuantCache, PrefillDecodeAndQuantStartBoundary) {
   ThreadPool pool(2);

@@ -27,22 +27,11 @@ TEST(ValueScale, ConfigSpelling) {
   EXPECT_NE(bad.status().message().find("[kv]"), std::string::npos) << bad.status().message();
 }
 
-// RMS of (out - ref) over RMS of ref, causal attention over the whole sequence.
-double rel_error(const AttnData& x, const std::string& scheme) {
-  const auto [out, ref] = attend_through_cache(x, scheme);
-  if (out.empty()) return INFINITY;
-  double err = 0, mag = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    err += (double)(out[i] - ref[i]) * (out[i] - ref[i]);
-    mag += (double)ref[i] * ref[i];
-  }
-  return std::sqrt(err / mag);
-}
-
 TEST(ValueScale, AttentionCloserToReference) {
   const AttnData x = gaussian_attn_data(23);
   for (const char* base : {"turbo:k8v2", "turbo:k8v3", "turbo:k4rv3"}) {
-    const double rms = rel_error(x, base), fit = rel_error(x, std::string(base) + "m");
+    const double rms = attend_rms_rel_error(x, base);
+    const double fit = attend_rms_rel_error(x, std::string(base) + "m");
     std::printf("%s %.4g, %sm %.4g\n", base, rms, base, fit);
     EXPECT_LT(fit, 0.97 * rms) << base;
   }

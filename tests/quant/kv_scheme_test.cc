@@ -76,6 +76,23 @@ TEST(KvScheme, ParserForms) {
     EXPECT_NE(r.status().message().find("turbo:k<K>v<V>"), std::string::npos)
         << r.status().message();
   }
+  // Symmetric keys: no zero plane, K + 0.5 bits per key element.
+  for (const char* text : {"turbo:k8sv4", "turbo:k4srv4m", "turbo:k5sv5", "turbo:k8sv8"}) {
+    auto r = parse_kv_scheme(text, 128);
+    ASSERT_TRUE(r.ok()) << text << ": " << r.status().message();
+    EXPECT_TRUE(r->k_symmetric) << text;
+    EXPECT_EQ(kv_scheme_name(*r), text);
+    EXPECT_EQ(kv_row_layout(*r).k_zero_bytes, 0) << text;
+    EXPECT_DOUBLE_EQ(kv_bits_per_element(*r), (r->k_bits + r->v_bits + 1.0) / 2.0) << text;
+  }
+  EXPECT_DOUBLE_EQ(kv_bits_per_element(parse_kv_scheme("turbo:k8sv4", 64).value()), 6.5);
+  EXPECT_DOUBLE_EQ(kv_bits_per_element(parse_kv_scheme("turbo:k4srv4m", 64).value()), 4.5);
+  auto k2 = parse_kv_scheme("turbo:k2sv3", 128);
+  ASSERT_FALSE(k2.ok());
+  EXPECT_NE(k2.status().message().find("symmetric keys"), std::string::npos)
+      << k2.status().message();
+  for (const char* bad : {"turbo:k8rsv3", "turbo:k8ssv3", "turbo:ksv3", "turbo:k8v3s"})
+    EXPECT_FALSE(parse_kv_scheme(bad, 128).ok()) << bad;
   auto hd = parse_kv_scheme("turbo", 96);
   ASSERT_FALSE(hd.ok());
   EXPECT_NE(hd.status().message().find("head_dim 96"), std::string::npos) << hd.status().message();

@@ -1,7 +1,8 @@
 // Properties of the codec definitions in src/quant: FWHT involution/orthonormality,
 // bitstream round-trips (incl. straddling 3/5-bit values against the spec's word
 // formulas), MSE bands on N(0,1) fp16 data vs the spec's §3 figures, the K guard,
-// and the input policy (NaN -> 0, Inf/overflow -> ±65504, denormals, -0).
+// and the input policy (NaN -> 0, Inf/overflow -> ±65504, denormals, -0); symmetric keys:
+// the error bound, the code range and the extreme's exact code, zero and non-finite groups.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "quant/affine_kv.h"
+#include "quant/turbo_k.h"
 #include "quant/turbo_tables.h"
 #include "quant/turbo_v.h"
 
@@ -232,6 +234,63 @@ TEST(AffineKv, ErrorBoundAndConstantGroups) {
     affine_encode_row(c.data(), 64, bits, packed.data(), s, b);
     affine_dequant_row(packed.data(), s, b, 64, bits, yc.data());
     for (float v : yc) ASSERT_EQ(v, -2.5f);
+  }
+}
+
+// Symmetric keys: |x - x̂| <= |d|/2 wherever the code is not clamped, and only the
+// opposite-sign extreme of equal magnitude can clamp (then the error is exactly |d|); the
+// signed extreme itself is code 0 and exact to fp16 rounding of d.
+TEST(TurboSymmetricKeys, ErrorBoundCodesAndExtreme) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int bits : {4, 5, 8}) {
+    const int half = 1 << (bits - 1);
+    for (int trial = 0; trial < 200; ++trial) {
+      float x[32], y[32];
+      for (float& v : x) v = nd(rng) * (trial % 2 ? 0.01f : 3.0f) + (trial % 5 == 0 ? 2.0f : 0.0f);
+      if (trial % 7 == 0) x[trial % 32] = -40.0f;  // a negative extreme: d > 0
+      uint8_t packed[32];
+      uint16_t sc;
+      turbo_ks_encode_row(x, 32, bits, packed, &sc);
+      turbo_ks_dequant_row(packed, &sc, 32, bits, y);
+      const float d = f16_to_f32(sc);
+      float mn = x[0], mx = x[0];
+      for (float v : x) mn = std::fmin(mn, v), mx = std::fmax(mx, v);
+      const float m = mx >= -mn ? mx : mn;
+      ASSERT_EQ(sc, f32_to_f16(m / -static_cast<float>(half))) << bits;
+      for (int i = 0; i < 32; ++i) {
+        const uint32_t code = bitpack_get(packed, i, bits);
+        ASSERT_LT(code, 1u << bits);
+        const float err = std::fabs(x[i] - y[i]);
+        if (x[i] == m) {
+          EXPECT_EQ(code, 0u) << "the signed extreme is the lowest code";
+        }
+        const bool clamped =
+            code == static_cast<uint32_t>(2 * half - 1) && std::fabs(x[i] / d - (half - 1)) > 0.5f;
+        ASSERT_LE(err, (clamped ? 1.0f : 0.5f) * std::fabs(d) * 1.0001f + 1e-6f * std::fabs(m))
+            << "bits " << bits << " trial " << trial << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(TurboSymmetricKeys, ZeroAndNonFiniteGroups) {
+  for (int bits : {4, 5, 8}) {
+    float x[32], y[32];
+    uint8_t packed[32];
+    uint16_t sc;
+    for (float& v : x) v = 0.0f;
+    turbo_ks_encode_row(x, 32, bits, packed, &sc);
+    turbo_ks_dequant_row(packed, &sc, 32, bits, y);
+    for (float v : y) ASSERT_EQ(v, 0.0f) << "an all-zero group dequantizes to 0";
+    for (int i = 0; i < 32; ++i) x[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : 1.0f;
+    turbo_ks_encode_row(x, 32, bits, packed, &sc);
+    turbo_ks_dequant_row(packed, &sc, 32, bits, y);
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_TRUE(std::isfinite(y[i])) << i;
+      const float want = sanitize_kv_input(x[i]);  // 0, 65504, 1
+      ASSERT_LE(std::fabs(y[i] - want), 0.5f * std::fabs(f16_to_f32(sc)) + 1e-3f) << i;
+    }
   }
 }
 

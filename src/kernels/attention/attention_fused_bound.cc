@@ -45,7 +45,8 @@ void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_
       const int64_t at = ((s.pos0 + t) * s.format.n_kv_heads + h) * d;
       for (int g = 0; g < n_groups; ++g) {
         const double sc = f16_at(row + lay.k_scale_offset + 2 * g);
-        const double z = f16_at(row + lay.k_zero_offset + 2 * g);
+        const double z = s.format.scheme.k_symmetric ? s.format.scheme.k_zero_implied()
+                                                     : f16_at(row + lay.k_zero_offset + 2 * g);
         const double b0 = turbo ? z * sc : z, b1 = s.format.scheme.k_signed() ? (z - 128) * sc : b0;
         for (int e = g * grp; e < (g + 1) * grp; ++e) {
           const double x = k[at + e];

@@ -67,12 +67,15 @@ SegFmt seg_format(const KvSegmentView& s) {
     return f;
   }
   TKV_CHECK(s.format.scheme.kind == quant::KvKind::kTurbo);
-  f.k = kb == 2                      ? KId::kT2
-        : kb == 3                    ? KId::kT3
-        : kb == 4                    ? KId::kT4
-        : kb == 5                    ? KId::kT5
-        : s.format.scheme.k_signed() ? KId::kT8s
-                                     : KId::kT8u;
+  if (s.format.scheme.k_symmetric)
+    f.k = kb == 4 ? KId::kS4 : kb == 5 ? KId::kS5 : KId::kS8;
+  else
+    f.k = kb == 2                      ? KId::kT2
+          : kb == 3                    ? KId::kT3
+          : kb == 4                    ? KId::kT4
+          : kb == 5                    ? KId::kT5
+          : s.format.scheme.k_signed() ? KId::kT8s
+                                       : KId::kT8u;
   f.v = vb == 1   ? VId::kT1
         : vb == 2 ? VId::kT2
         : vb == 3 ? VId::kT3

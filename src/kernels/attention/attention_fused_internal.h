@@ -27,7 +27,8 @@ struct RowFmt {
   float v_i8_step = 0;
 };
 
-enum class KId { kBf16, kF16, kT2, kT3, kT4, kT5, kT8s, kT8u, kA4, kA8 };
+// kS*: symmetric turbo keys (KvScheme::k_symmetric), no zero plane.
+enum class KId { kBf16, kF16, kT2, kT3, kT4, kT5, kT8s, kT8u, kS4, kS5, kS8, kA4, kA8 };
 enum class VId { kBf16, kF16, kT1, kT2, kT3, kT4, kT5, kT8, kA4, kA8 };
 
 // Every quantized key format is scored with the int8 query; bf16/f16 keys with fp32.

@@ -10,6 +10,7 @@
 #include "device/cuda_check.h"
 #include "kernels/attention_cuda/attention_cuda_launch.h"
 #include "kernels/kvcodec/turbo_tables_cuda.h"
+#include "quant/kv_scheme.h"
 #include "quant/turbo_tables.h"
 
 namespace tkv::kernels {
@@ -58,6 +59,8 @@ Status validate(const DecodeCudaParams& p) {
     return bad("block table of " + std::to_string(p.kv.page_stride) +
                " pages per sequence holds fewer than max_seq_len " + std::to_string(p.max_seq_len) +
                " tokens");
+  if (f.scheme.k_symmetric)
+    return bad("symmetric keys (" + quant::kv_scheme_name(f.scheme) + ") are not on CUDA yet");
   if ((!p.q && !p.q_f32) || (!p.out && !p.out_f32) || !p.kv.k_data || !p.kv.v_data ||
       (p.kv.page_stride == 0 && !p.kv.page_indptr) || !p.kv.page_indices || !p.kv.seq_lens ||
       (!f.is_float() && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))

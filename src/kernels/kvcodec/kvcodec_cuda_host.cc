@@ -7,6 +7,7 @@
 #include "device/cuda_check.h"
 #include "kernels/kvcodec/kvcodec_cuda.h"
 #include "kernels/kvcodec/turbo_tables_cuda.h"
+#include "quant/kv_scheme.h"
 #include "quant/turbo_tables.h"
 
 namespace tkv::kernels {
@@ -34,6 +35,8 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
   if (p.cache.format.page_size <= 0 ||
       (p.cache.format.page_size & (p.cache.format.page_size - 1)) != 0)
     return bad("page_size " + std::to_string(p.cache.format.page_size) + " is not a power of two");
+  if (f.scheme.k_symmetric)
+    return bad("symmetric keys (" + quant::kv_scheme_name(f.scheme) + ") are not on CUDA yet");
   if (p.n_tokens > 0 && !p.slot_mapping) return bad("null slot_mapping");
   if ((p.k && !p.cache.k_data) || (p.v && !p.cache.v_data) ||
       (!f.is_float() &&

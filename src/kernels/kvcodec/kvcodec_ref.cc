@@ -44,7 +44,10 @@ void encode_row(const KvEncodeParams& p, int64_t r, float* scratch) {
                                  row_ptr<uint16_t>(o.v_scale, r), row_ptr<uint16_t>(o.v_zero, r));
       break;
     case quant::KvKind::kTurbo:
-      if (k)
+      if (k && s.k_symmetric)
+        quant::turbo_ks_encode_row(k, d, s.k_bits, row_ptr<uint8_t>(o.k_data, r),
+                                   row_ptr<uint16_t>(o.k_scale, r));
+      else if (k)
         quant::turbo_k_encode_row(k, d, s.k_bits, s.k_signed(), row_ptr<uint8_t>(o.k_data, r),
                                   row_ptr<uint16_t>(o.k_scale, r), row_ptr<uint16_t>(o.k_zero, r));
       if (v)
@@ -80,7 +83,10 @@ void dequant_row(const KvDequantParams& p, int64_t r) {
                                   row_ptr<uint16_t>(in.v_zero, r), d, s.v_bits, v);
       break;
     case quant::KvKind::kTurbo:
-      if (k)
+      if (k && s.k_symmetric)
+        quant::turbo_ks_dequant_row(row_ptr<uint8_t>(in.k_data, r),
+                                    row_ptr<uint16_t>(in.k_scale, r), d, s.k_bits, k);
+      else if (k)
         quant::turbo_k_dequant_row(row_ptr<uint8_t>(in.k_data, r), row_ptr<uint16_t>(in.k_scale, r),
                                    row_ptr<uint16_t>(in.k_zero, r), d, s.k_bits, s.k_signed(), k);
       if (v && p.v_rotated) {

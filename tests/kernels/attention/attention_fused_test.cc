@@ -34,6 +34,11 @@ std::vector<Scheme> all_schemes(int d) {
       out.push_back({false,
                      {quant::KvKind::kTurbo, kb, vb, d},
                      "turbo:k" + std::to_string(kb) + "v" + std::to_string(vb)});
+  for (int kb : {4, 5, 8}) {  // symmetric keys: the implied zero, no zero plane
+    quant::KvScheme s{quant::KvKind::kTurbo, kb, 4, d};
+    s.k_symmetric = true;
+    out.push_back({false, s, "turbo:k" + std::to_string(kb) + "sv4"});
+  }
   // 3-bit keys: in the codec, not offered by --kv-quant; the kernel still covers them.
   out.push_back({false, {quant::KvKind::kTurbo, 3, 3, d}, "turbo:k3v3"});
   out.push_back({true, {quant::KvKind::kF16, 16, 16, d}, "f16"});

@@ -27,6 +27,12 @@ std::vector<KvScheme> all_schemes(int d) {
   for (int k : {2, 3, 4, 5, 8})
     for (int v : {1, 2, 3, 4, 5, 8}) out.push_back({KvKind::kTurbo, k, v, d});
   for (int v : {2, 3}) out.push_back({KvKind::kTurbo, 8, v, d, true});
+  for (int k : {4, 5, 8})  // symmetric keys
+    for (int v : {3, 4}) {
+      KvScheme s{KvKind::kTurbo, k, v, d};
+      s.k_symmetric = true;
+      out.push_back(s);
+    }
   for (int v : {1, 2, 3, 4, 5, 8}) {  // the MSE-fitted V scale: the SIMD search == the scalar one
     KvScheme s{KvKind::kTurbo, 4, v, d};
     s.v_mse_scale = true;
