@@ -45,6 +45,7 @@ Result<KvConfig> KvConfig::parse(std::string_view text) {
   c.rotated_keys = s.k_rotated;
   c.symmetric_keys = s.k_symmetric;
   c.fitted_value_scale = s.v_mse_scale;
+  c.absmax_values = s.v_absmax;
   return c;
 }
 
@@ -59,7 +60,9 @@ std::string KvConfig::to_string() const {
     case Kind::kTurbo:
       return "turbo:k" + std::to_string(key_bits) + (symmetric_keys ? "s" : "") +
              (rotated_keys ? "r" : "") + "v" + std::to_string(value_bits) +
-             (fitted_value_scale ? "m" : "");
+             (fitted_value_scale ? "m"
+              : absmax_values    ? "a"
+                                 : "");
     case Kind::kAuto:
       return auto_bits > 0 ? fmt::format("auto:{}", auto_bits) : "auto";
   }

@@ -96,7 +96,9 @@ Status CudaForward::init(const kv::KvCache& cache) {
     const quant::KvScheme& s = st[0].format.scheme;
     if (!(s.kind == quant::KvKind::kBf16 || s.kind == quant::KvKind::kTurbo))
       return unsupported("KV scheme " + cache.scheme_name() + " (bf16 and turbo are)");
-    if (s.k_symmetric) return unsupported("symmetric keys (" + cache.scheme_name() + ")");
+    if (s.k_symmetric || s.v_absmax)
+      return unsupported("symmetric keys or the absmax value codebook (" + cache.scheme_name() +
+                         ")");
   }
   if (c.n_heads % c.n_kv_heads != 0) return unsupported("n_heads not a multiple of n_kv_heads");
   prefill_ok_ = kernels::prefill_cuda_supports(kv_format_, c.n_heads);  // else decode per token

@@ -34,6 +34,11 @@ struct KvScheme {
   // (quant/turbo_v_fit.h), not the RMS itself. Same bytes, codebook and decode
   // (c[idx]*scale); only the encoder differs. turbo only.
   bool v_mse_scale = false;
+  // Values scaled by each 32-group's signed extreme m (x / m in [-1, 1], m itself at +1) and
+  // bucketed into a codebook fitted to that ratio (turbo_absmax_centroids, top level +1), the
+  // scale then fitted to the group's squared error as for v_mse_scale. Same bytes; decode
+  // c_absmax[idx] * scale. turbo, v_bits 2..5; not with v_mse_scale.
+  bool v_absmax = false;
   // Keys symmetric per 32-group (turbo, k_bits 4|5|8): one fp16 scale d = m / -2^(K-1), m the
   // group's signed extreme, codes rint(k/d) + 2^(K-1) in [0, 2^K - 1], no zero plane
   // (K + 0.5 bits per element). Read as the unsigned affine key with the implied zero
@@ -50,7 +55,7 @@ struct KvScheme {
   TKV_HD bool operator==(const KvScheme& o) const {
     return kind == o.kind && k_bits == o.k_bits && v_bits == o.v_bits && head_dim == o.head_dim &&
            k_unsigned8 == o.k_unsigned8 && k_rotated == o.k_rotated &&
-           v_mse_scale == o.v_mse_scale && k_symmetric == o.k_symmetric;
+           v_mse_scale == o.v_mse_scale && k_symmetric == o.k_symmetric && v_absmax == o.v_absmax;
   }
   TKV_HD bool operator!=(const KvScheme& o) const { return !(*this == o); }
 };

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "base/check.h"
+#include "quant/turbo_tables.h"
 
 namespace tkv::quant {
 namespace {
@@ -13,7 +14,8 @@ namespace {
 constexpr std::string_view kValidForms =
     "bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> with K in {2,4,5,8}, V in "
     "{2,3,4,5,8} | turbo:k<K>[s][r]v<V>[m]: s symmetric keys (K in {4,5,8}, no zero point), "
-    "r keys rotated, m MSE-fitted value scale (turbo:k4srv4m) | auto[:BITS] (the best measured "
+    "r keys rotated; V suffix m: MSE-fitted value scale, a: absmax-anchored value codebook (V in "
+    "{2,3,4,5}) (turbo:k4srv4a) | auto[:BITS] (the best measured "
     "scheme within BITS bits per element, "
     "default 6.25)";
 
@@ -66,6 +68,14 @@ Status validate_kv_scheme(const KvScheme& s) {
         "[kv] symmetric keys (s) need a turbo scheme with k_bits 4, 5 or 8 (got "
         "k_bits {})",
         s.k_bits);
+  if (s.v_absmax && (s.kind != KvKind::kTurbo || !in_set(s.v_bits, {2, 3, 4, 5})))
+    return invalid_argument(
+        "[kv] the absmax value codebook (suffix a) needs a turbo scheme with "
+        "v_bits 2, 3, 4 or 5 (got v_bits {})",
+        s.v_bits);
+  if (s.v_absmax && s.v_mse_scale)
+    return invalid_argument(
+        "[kv] value suffixes m and a exclude each other (a fits its scale too)");
   if (s.k_symmetric && s.k_unsigned8)
     return invalid_argument("[kv] symmetric keys (s) and k_unsigned8 exclude each other");
   if (s.k_unsigned8 && (s.kind != KvKind::kTurbo || s.k_bits != 8))
@@ -97,6 +107,8 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
     std::string_view vb = text.substr(text.find('v') + 1);
     const bool mse = vb.ends_with('m');
     if (mse) vb.remove_suffix(1);
+    const bool absmax = !mse && vb.ends_with('a');
+    if (absmax) vb.remove_suffix(1);
     if (!(parse_int(kb, &k) && parse_int(vb, &v) && in_set(k, {2, 4, 5, 8}) &&
           in_set(v, {2, 3, 4, 5, 8})))
       return invalid_argument("[kv] unknown KV cache type '{}' (valid: {})", text, kValidForms);
@@ -104,6 +116,7 @@ Result<KvScheme> parse_kv_scheme(std::string_view text, int head_dim) {
     s.k_rotated = rotated;
     s.v_mse_scale = mse;
     s.k_symmetric = symmetric;
+    s.v_absmax = absmax;
   } else {
     return invalid_argument("[kv] unknown KV cache type '{}' (valid: {})", text, kValidForms);
   }
@@ -123,9 +136,19 @@ std::string kv_scheme_name(const KvScheme& s) {
     case KvKind::kTurbo:
       return fmt::format("turbo:k{}{}{}{}v{}{}", s.k_bits, s.k_unsigned8 ? "u" : "",
                          s.k_symmetric ? "s" : "", s.k_rotated ? "r" : "", s.v_bits,
-                         s.v_mse_scale ? "m" : "");
+                         s.v_mse_scale ? "m"
+                         : s.v_absmax  ? "a"
+                                       : "");
   }
   return "?";
+}
+
+const float* turbo_value_centroids(const KvScheme& s) {
+  return s.v_absmax ? turbo_absmax_centroids(s.v_bits) : turbo_centroids(s.v_bits);
+}
+
+const float* turbo_value_boundaries(const KvScheme& s) {
+  return s.v_absmax ? turbo_absmax_boundaries(s.v_bits) : turbo_boundaries(s.v_bits);
 }
 
 KvRowLayout kv_row_layout(const KvScheme& s) {

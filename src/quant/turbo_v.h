@@ -3,7 +3,9 @@
 // fp32 sum of squares in index order, as the goldens), fp16 quotient, and
 // idx = #{i : vn > B[i]} over fp32 midpoint boundaries. Dequant is c[idx]*scale in
 // the rotated domain, followed (optionally, deferred) by fwht_inverse. With fit
-// centroids (KvScheme::v_mse_scale) the stored scale is turbo_v_fit_scale's instead.
+// centroids (KvScheme::v_mse_scale) the stored scale is turbo_v_fit_scale's instead; with
+// absmax (KvScheme::v_absmax) the search starts from the group's signed extreme and the
+// centroids/boundaries are the absmax-anchored codebook's.
 #pragma once
 #include <cstdint>
 
@@ -20,7 +22,8 @@ namespace tkv::quant {
 TKV_HD uint16_t turbo_v_encode_group(const float* r /*[32]*/,
                                      const float* boundaries /*[2^bits-1]*/, int bits,
                                      uint8_t* idx /*[32]*/,
-                                     const float* fit_centroids /*[2^bits] or null*/ = nullptr) {
+                                     const float* fit_centroids /*[2^bits] or null*/ = nullptr,
+                                     bool absmax = false) {
   float rh[kTurboGroup];
   float ss = 0.0f;
   for (int i = 0; i < kTurboGroup; ++i) {
@@ -28,7 +31,10 @@ TKV_HD uint16_t turbo_v_encode_group(const float* r /*[32]*/,
     ss = add_rn(ss, mul_rn(rh[i], rh[i]));
   }
   float s = round_f16(sqrtf(mul_rn(ss, 1.0f / 32.0f)));
-  if (fit_centroids) s = turbo_v_fit_scale(rh, s, fit_centroids, boundaries, bits);
+  if (absmax)
+    s = turbo_v_absmax_scale(rh, fit_centroids, boundaries, bits);
+  else if (fit_centroids)
+    s = turbo_v_fit_scale(rh, s, fit_centroids, boundaries, bits);
   for (int i = 0; i < kTurboGroup; ++i) {
     // s == 0 (group ~0): 0/0 = NaN -> idx 0, +-x/0 -> +-Inf -> end bins, exactly as
     // the reference; dequant is then c*0 = +-0 either way.
@@ -43,13 +49,14 @@ TKV_HD void turbo_v_encode_row(const float* x /*[head_dim]*/, int head_dim, int 
                                const float* boundaries /*[2^bits-1]*/,
                                float* scratch /*[head_dim]*/, uint8_t* packed /*[head_dim*bits/8]*/,
                                uint16_t* scale /*[head_dim/32]*/,
-                               const float* fit_centroids /*[2^bits] or null*/ = nullptr) {
+                               const float* fit_centroids /*[2^bits] or null*/ = nullptr,
+                               bool absmax = false) {
   for (int i = 0; i < head_dim; ++i) scratch[i] = sanitize_kv_input(x[i]);
   fwht_forward(scratch, head_dim, sign, inv_sqrt);
   uint8_t idx[kTurboGroup];
   for (int g = 0; g < head_dim / kTurboGroup; ++g) {
-    scale[g] =
-        turbo_v_encode_group(scratch + g * kTurboGroup, boundaries, bits, idx, fit_centroids);
+    scale[g] = turbo_v_encode_group(scratch + g * kTurboGroup, boundaries, bits, idx, fit_centroids,
+                                    absmax);
     bitpack_pack(idx, kTurboGroup, bits, packed + g * bitpack_bytes(kTurboGroup, bits));
   }
 }

@@ -103,4 +103,23 @@ TKV_HD float turbo_v_fit_scale(const float* rh /*[32]*/, float s_rms,
       s_rms, [&](float s) { return turbo_v_fit_pass(rh, s, centroids, boundaries, bits); });
 }
 
+// KvScheme::v_absmax (docs/kv-format.md §5.2): the signed extreme m of the fp16 group rh
+// (mx if mx >= -mn, else mn), then the search above from |m| on the group times sign(m)
+// (exact), the sign put back. rh ⊘ s then equals (sign(m)·rh) ⊘ |s| bit for bit, so the
+// assignments are those the search scored. A zero group keeps scale 0.
+TKV_HD float turbo_v_signed_extreme(const float* rh /*[32]*/) {
+  float mn = rh[0], mx = rh[0];
+  for (int i = 1; i < kTurboGroup; ++i) mn = fminf(mn, rh[i]), mx = fmaxf(mx, rh[i]);
+  return mx >= -mn ? mx : mn;
+}
+TKV_HD float turbo_v_absmax_scale(const float* rh /*[32]*/,
+                                  const float* centroids /*[2^bits], absmax codebook*/,
+                                  const float* boundaries /*[2^bits-1]*/, int bits) {
+  const float m = turbo_v_signed_extreme(rh);
+  const float t = m < 0.0f ? -1.0f : 1.0f;
+  float rf[kTurboGroup];
+  for (int i = 0; i < kTurboGroup; ++i) rf[i] = mul_rn(t, rh[i]);
+  return mul_rn(t, turbo_v_fit_scale(rf, fabsf(m), centroids, boundaries, bits));
+}
+
 }  // namespace tkv::quant

@@ -91,7 +91,17 @@ TEST(KvScheme, ParserForms) {
   ASSERT_FALSE(k2.ok());
   EXPECT_NE(k2.status().message().find("symmetric keys"), std::string::npos)
       << k2.status().message();
-  for (const char* bad : {"turbo:k8rsv3", "turbo:k8ssv3", "turbo:ksv3", "turbo:k8v3s"})
+  auto a = parse_kv_scheme("turbo:k8srv4a", 128);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_TRUE(a->v_absmax && a->k_symmetric && a->k_rotated && !a->v_mse_scale);
+  EXPECT_EQ(kv_scheme_name(*a), "turbo:k8srv4a");
+  EXPECT_DOUBLE_EQ(kv_bits_per_element(*a), 6.5);
+  auto a8 = parse_kv_scheme("turbo:k8v8a", 128);
+  ASSERT_FALSE(a8.ok());
+  EXPECT_NE(a8.status().message().find("absmax value codebook"), std::string::npos)
+      << a8.status().message();
+  for (const char* bad : {"turbo:k8rsv3", "turbo:k8ssv3", "turbo:ksv3", "turbo:k8v3s",
+                          "turbo:k8v4am", "turbo:k8v4ma", "turbo:k8va"})
     EXPECT_FALSE(parse_kv_scheme(bad, 128).ok()) << bad;
   auto hd = parse_kv_scheme("turbo", 96);
   ASSERT_FALSE(hd.ok());

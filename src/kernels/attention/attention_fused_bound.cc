@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kernels/attention/attention_fused_internal.h"
+#include "kernels/attention/attention_quant.h"
 #include "kernels/kvcodec/kvcodec.h"
 #include "quant/half.h"
 
@@ -63,7 +64,7 @@ void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_
       p.v_rotated = true;
       kvcodec_dequant_ref(p);
       for (float x : rot) *r_max = std::max(*r_max, static_cast<double>(std::fabs(x)));
-      if (!fused::value_i8_supported(s.format.scheme.v_bits, d)) continue;
+      if (!fused_int8_values(s)) continue;
       const int64_t kt = (s.pos0 + t) * s.format.n_kv_heads + h;
       for (int g = 0; g < d / 32; ++g) {
         const double sc = f16_at(row + lay.v_scale_offset + 2 * g);
@@ -134,7 +135,7 @@ FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const
   for (int s = 0; s < n_segs; ++s) {
     if (!fused_int8_query(segs[s])) continue;
     quantized_rows(segs[s], k.data(), w.data(), &t.r_max, vs.data(), cl1.data());
-    if (fused::value_i8_supported(segs[s].format.scheme.v_bits, d))
+    if (fused_int8_values(segs[s]))
       step = std::max<double>(step, fused::int8_codebook_for(segs[s].format.scheme.v_bits)->step);
     std::fill(i8.begin() + segs[s].pos0, i8.begin() + segs[s].pos0 + segs[s].n_kv, 1);
   }

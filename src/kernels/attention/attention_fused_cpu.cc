@@ -37,15 +37,16 @@ constexpr int64_t kMinParallelElems = int64_t{1}
 struct PaddedCentroids {
   alignas(32) float c[256] = {};
 };
-const float* padded_centroids(int v_bits) {
+const float* padded_centroids(int v_bits, bool absmax) {
   static const auto tables = [] {
-    std::vector<PaddedCentroids> t(9);
-    for (int b : {1, 2, 3, 4, 5, 8})
-      if (const float* c = quant::turbo_centroids(b))
-        for (int i = 0; i < (1 << b); ++i) t[static_cast<size_t>(b)].c[i] = c[i];
+    std::vector<PaddedCentroids> t(18);  // [absmax][v_bits]
+    for (int a : {0, 1})
+      for (int b : {1, 2, 3, 4, 5, 8})
+        if (const float* c = a ? quant::turbo_absmax_centroids(b) : quant::turbo_centroids(b))
+          for (int i = 0; i < (1 << b); ++i) t[static_cast<size_t>(9 * a + b)].c[i] = c[i];
     return t;
   }();
-  return tables[static_cast<size_t>(v_bits)].c;
+  return tables[static_cast<size_t>(9 * (absmax ? 1 : 0) + v_bits)].c;
 }
 
 SegFmt seg_format(const KvSegmentView& s) {
@@ -82,9 +83,11 @@ SegFmt seg_format(const KvSegmentView& s) {
         : vb == 4 ? VId::kT4
         : vb == 5 ? VId::kT5
                   : VId::kT8;
-  f.row.centroids = padded_centroids(vb);
-  if (const fused::Int8Codebook* cb = fused::int8_codebook_for(vb))
-    f.row.v_i8 = cb->q, f.row.v_i8_step = cb->step;
+  f.row.centroids = padded_centroids(vb, s.format.scheme.v_absmax);
+  // The int8 V dot takes non-negative group scales only (u8 weights): not the absmax
+  // codebook's signed scales, which keep the fp32 V path.
+  const fused::Int8Codebook* cb = s.format.scheme.v_absmax ? nullptr : fused::int8_codebook_for(vb);
+  if (cb) f.row.v_i8 = cb->q, f.row.v_i8_step = cb->step;
   f.rotated = true;
   f.v_bits = vb;
   return f;
@@ -179,7 +182,7 @@ bool fused_int8_query(const KvSegmentView& seg) {
 
 bool fused_int8_values(const KvSegmentView& seg) {
   const SegFmt f = seg_format(seg);
-  return f.rotated && fused::value_i8_supported(f.v_bits, f.row.head_dim);
+  return f.rotated && f.row.v_i8 && fused::value_i8_supported(f.v_bits, f.row.head_dim);
 }
 
 void fused_int8_query_rows(const float* q, int64_t n_rows, int head_dim, float* out) {
@@ -222,7 +225,7 @@ void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const Attn
     TKV_CHECK(segs[s].format.head_dim() == d && segs[s].format.n_kv_heads == nkv &&
               segs[s].pos0 == c.n_total);
     fmts[s] = seg_format(segs[s]);
-    fmts[s].v_i8 = isa == FusedIsa::kAvx512Int8V && fmts[s].rotated &&
+    fmts[s].v_i8 = isa == FusedIsa::kAvx512Int8V && fmts[s].rotated && fmts[s].row.v_i8 &&
                    fused::value_i8_supported(fmts[s].v_bits, d);
     c.has_rot = c.has_rot || fmts[s].rotated;
     c.n_total += segs[s].n_kv;

@@ -59,8 +59,9 @@ Status validate(const DecodeCudaParams& p) {
     return bad("block table of " + std::to_string(p.kv.page_stride) +
                " pages per sequence holds fewer than max_seq_len " + std::to_string(p.max_seq_len) +
                " tokens");
-  if (f.scheme.k_symmetric)
-    return bad("symmetric keys (" + quant::kv_scheme_name(f.scheme) + ") are not on CUDA yet");
+  if (f.scheme.k_symmetric || f.scheme.v_absmax)
+    return bad("symmetric keys and the absmax value codebook (" + quant::kv_scheme_name(f.scheme) +
+               ") are not on CUDA yet");
   if ((!p.q && !p.q_f32) || (!p.out && !p.out_f32) || !p.kv.k_data || !p.kv.v_data ||
       (p.kv.page_stride == 0 && !p.kv.page_indptr) || !p.kv.page_indices || !p.kv.seq_lens ||
       (!f.is_float() && (!p.kv.k_scale || !p.kv.k_zero || !p.kv.v_scale)))

@@ -10,6 +10,7 @@
 #endif
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -318,7 +319,7 @@ struct VTables {
   alignas(64) float sign_scaled[512] = {};
   VTables(const quant::KvScheme& s) {
     if (s.kind != quant::KvKind::kTurbo) return;
-    std::memcpy(lut, quant::turbo_centroids(s.v_bits), sizeof(float) * (1u << s.v_bits));
+    std::memcpy(lut, quant::turbo_value_centroids(s), sizeof(float) * (1u << s.v_bits));
     for (int i = 0; i < s.head_dim; ++i)
       sign_scaled[i] =
           quant::mul_rn(quant::turbo_inv_sqrt(s.head_dim), quant::turbo_signs(s.head_dim)[i]);
@@ -346,7 +347,7 @@ void kvcodec_encode_cpu(const KvEncodeParams& p, ThreadPool* pool) {
     return kvcodec_encode_ref(p);
   // The padded centroids only for a fitted V scale (the plain encode needs no tables here).
   std::optional<VTables> t;
-  if (p.scheme.v_mse_scale) t.emplace(p.scheme);
+  if (p.scheme.v_mse_scale || p.scheme.v_absmax) t.emplace(p.scheme);
   const float* fit_lut = t ? t->lut : nullptr;
   for_rows(p.n_rows, p.scheme.head_dim, pool, [&](int64_t b, int64_t e) {
     if (g_use_avx512)

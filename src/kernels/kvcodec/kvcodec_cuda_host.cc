@@ -35,8 +35,9 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
   if (p.cache.format.page_size <= 0 ||
       (p.cache.format.page_size & (p.cache.format.page_size - 1)) != 0)
     return bad("page_size " + std::to_string(p.cache.format.page_size) + " is not a power of two");
-  if (f.scheme.k_symmetric)
-    return bad("symmetric keys (" + quant::kv_scheme_name(f.scheme) + ") are not on CUDA yet");
+  if (f.scheme.k_symmetric || f.scheme.v_absmax)
+    return bad("symmetric keys and the absmax value codebook (" + quant::kv_scheme_name(f.scheme) +
+               ") are not on CUDA yet");
   if (p.n_tokens > 0 && !p.slot_mapping) return bad("null slot_mapping");
   if ((p.k && !p.cache.k_data) || (p.v && !p.cache.v_data) ||
       (!f.is_float() &&

@@ -51,10 +51,11 @@ void encode_row(const KvEncodeParams& p, int64_t r, float* scratch) {
         quant::turbo_k_encode_row(k, d, s.k_bits, s.k_signed(), row_ptr<uint8_t>(o.k_data, r),
                                   row_ptr<uint16_t>(o.k_scale, r), row_ptr<uint16_t>(o.k_zero, r));
       if (v)
-        quant::turbo_v_encode_row(v, d, s.v_bits, quant::turbo_signs(d), quant::turbo_inv_sqrt(d),
-                                  quant::turbo_boundaries(s.v_bits), scratch,
-                                  row_ptr<uint8_t>(o.v_data, r), row_ptr<uint16_t>(o.v_scale, r),
-                                  s.v_mse_scale ? quant::turbo_centroids(s.v_bits) : nullptr);
+        quant::turbo_v_encode_row(
+            v, d, s.v_bits, quant::turbo_signs(d), quant::turbo_inv_sqrt(d),
+            quant::turbo_value_boundaries(s), scratch, row_ptr<uint8_t>(o.v_data, r),
+            row_ptr<uint16_t>(o.v_scale, r),
+            s.v_mse_scale || s.v_absmax ? quant::turbo_value_centroids(s) : nullptr, s.v_absmax);
       break;
   }
 }
@@ -92,10 +93,10 @@ void dequant_row(const KvDequantParams& p, int64_t r) {
       if (v && p.v_rotated) {
         quant::turbo_v_dequant_rotated_row(row_ptr<uint8_t>(in.v_data, r),
                                            row_ptr<uint16_t>(in.v_scale, r), d, s.v_bits,
-                                           quant::turbo_centroids(s.v_bits), v);
+                                           quant::turbo_value_centroids(s), v);
       } else if (v) {
         quant::turbo_v_dequant_row(row_ptr<uint8_t>(in.v_data, r), row_ptr<uint16_t>(in.v_scale, r),
-                                   d, s.v_bits, quant::turbo_centroids(s.v_bits),
+                                   d, s.v_bits, quant::turbo_value_centroids(s),
                                    quant::turbo_signs(d), quant::turbo_inv_sqrt(d), v);
       }
       break;

@@ -39,6 +39,11 @@ std::vector<Scheme> all_schemes(int d) {
     s.k_symmetric = true;
     out.push_back({false, s, "turbo:k" + std::to_string(kb) + "sv4"});
   }
+  for (int vb : {3, 4}) {  // the absmax value codebook: signed V scales, the fp32 V path
+    quant::KvScheme s{quant::KvKind::kTurbo, 8, vb, d};
+    s.k_symmetric = s.v_absmax = true;
+    out.push_back({false, s, "turbo:k8sv" + std::to_string(vb) + "a"});
+  }
   // 3-bit keys: in the codec, not offered by --kv-quant; the kernel still covers them.
   out.push_back({false, {quant::KvKind::kTurbo, 3, 3, d}, "turbo:k3v3"});
   out.push_back({true, {quant::KvKind::kF16, 16, 16, d}, "f16"});

@@ -27,6 +27,12 @@ std::vector<KvScheme> all_schemes(int d) {
   for (int k : {2, 3, 4, 5, 8})
     for (int v : {1, 2, 3, 4, 5, 8}) out.push_back({KvKind::kTurbo, k, v, d});
   for (int v : {2, 3}) out.push_back({KvKind::kTurbo, 8, v, d, true});
+  for (int v : {2, 3, 4, 5}) {  // the absmax value codebook (signed scales)
+    KvScheme s{KvKind::kTurbo, 8, v, d};
+    s.v_absmax = true;
+    s.k_symmetric = v == 4;
+    out.push_back(s);
+  }
   for (int k : {4, 5, 8})  // symmetric keys
     for (int v : {3, 4}) {
       KvScheme s{KvKind::kTurbo, k, v, d};
