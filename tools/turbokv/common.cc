@@ -24,12 +24,16 @@ CLI::Validator kv_validator(const char* name, Fn fn) {
 // The --kv-* flags; every value is checked at parse time by the parsers the
 // engine config is built with (KvConfig::parse, parse_swa_mode, ...).
 void add_kv_options(CLI::App* app, CommonOptions& o) {
-  app->add_option("--kv-quant", o.kv_quant,
-                  "KV cache scheme: bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> | "
-                  "turbo:k<K>rv<V> (keys rotated); a turbo form ending in m fits each value "
-                  "group's scale to its squared error (turbo:k4rv3m) | auto[:BITS] (the scheme of "
-                  "least measured quality loss within BITS stored bits per element for the model, "
-                  "default 6.25; printed at start)")
+  app->add_option(
+         "--kv-quant", o.kv_quant,
+         "KV cache scheme: bf16 | f16 | 8 | 4 | turbo (= turbo:k8v3) | turbo:k<K>v<V> | "
+         "turbo:k<K>rv<V> (keys rotated) | turbo:k<K>sv<V> (keys symmetric, no zero point, "
+         "K in 4|5|8; s before r: turbo:k4srv4); a turbo form ending in m fits each value "
+         "group's scale to its squared error (turbo:k4rv3m), one ending in a scales each value "
+         "group by its signed extreme on a codebook fitted to it (turbo:k8sv4a) | auto[:BITS] "
+         "(the scheme of "
+         "least measured quality loss within BITS stored bits per element for the model, "
+         "default 6.25; printed at start)")
       ->check(kv_validator(
           "KV_SCHEME", [](const std::string& v) { return turbokv::KvConfig::parse(v).status(); }));
   app->add_option("--kv-quant-start", o.kv_quant_start,
