@@ -1,7 +1,8 @@
 // Attention-only decode cost over a paged KV cache, 2 threads: time per token
 // (one query row, all heads of one layer) and
 // achieved GB/s of KV bytes read, per scheme (bf16, affine kv8/kv4, turbo
-// k8v4/k8v3/k4v3), path (fused = attention_paged_fused_cpu as picked at run time;
+// k8v4/k8v3/k4v3, and the symmetric-key / absmax-value forms of k8v4 and k4v4: k8sv4,
+// k8sv4a, k4sv4, k4sv4a), path (fused = attention_paged_fused_cpu as picked at run time;
 // fused-fp32v = its AVX-512 loop with fp32 V accumulation; reference =
 // dequantize + attention_f32_ref; bf16-base = the lead's attention_bf16_cpu) and
 // context 512/2k/8k, at the SmolLM2-135M (9 q / 3 kv heads, d64) and
@@ -35,11 +36,18 @@ struct Scheme {
   bool is_bf16;
   quant::KvKind kind;
   int kb, vb;
+  bool sym = false, absmax = false;  // KvScheme::k_symmetric, v_absmax
 };
-constexpr Scheme kSchemes[] = {
-    {"bf16", true, quant::KvKind::kBf16, 16, 16}, {"kv8", false, quant::KvKind::kAffine, 8, 8},
-    {"kv4", false, quant::KvKind::kAffine, 4, 4}, {"k8v4", false, quant::KvKind::kTurbo, 8, 4},
-    {"k8v3", false, quant::KvKind::kTurbo, 8, 3}, {"k4v3", false, quant::KvKind::kTurbo, 4, 3}};
+constexpr Scheme kSchemes[] = {{"bf16", true, quant::KvKind::kBf16, 16, 16},
+                               {"kv8", false, quant::KvKind::kAffine, 8, 8},
+                               {"kv4", false, quant::KvKind::kAffine, 4, 4},
+                               {"k8v4", false, quant::KvKind::kTurbo, 8, 4},
+                               {"k8v3", false, quant::KvKind::kTurbo, 8, 3},
+                               {"k4v3", false, quant::KvKind::kTurbo, 4, 3},
+                               {"k8sv4", false, quant::KvKind::kTurbo, 8, 4, true},
+                               {"k8sv4a", false, quant::KvKind::kTurbo, 8, 4, true, true},
+                               {"k4sv4", false, quant::KvKind::kTurbo, 4, 4, true},
+                               {"k4sv4a", false, quant::KvKind::kTurbo, 4, 4, true, true}};
 
 // 2 threads (the target machine); TKV_BENCH_THREADS overrides, e.g. 1 to see pure compute.
 ThreadPool& pool2() {
@@ -61,6 +69,8 @@ struct Fixture {
   Fixture(const Shape& sh, const Scheme& sc, int64_t n_ctx) {
     const int d = sh.head_dim, nkv = sh.n_kv_heads;
     quant::KvScheme s{sc.kind, sc.kb, sc.vb, d};
+    s.k_symmetric = sc.sym;
+    s.v_absmax = sc.absmax;
     const kernels::KvPageFormat fmt{s, nkv, kPage};
     row_bytes = fmt.rows().row_bytes;
     const int64_t n_pages = (n_ctx + kPage - 1) / kPage;

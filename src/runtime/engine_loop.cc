@@ -53,7 +53,8 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
   kv::CacheOptions base = o.cache;
   TKV_ASSIGN_OR_RETURN(base.scheme, resolve_kv_scheme(base.scheme, e->model_->config().arch,
-                                                      e->model_->config().head_dim, name));
+                                                      e->model_->config().head_dim, name,
+                                                      o.backend == ops::Backend::kCuda));
   e->opts_.cache.scheme = base.scheme;
   base.budget_bytes = o.kv_budget_bytes;
   // Within one process the file's path and size name the model well enough; the

@@ -26,13 +26,15 @@ struct ArchTable {
 
 // wikitext-512 mean KL vs the bf16 cache (docs/eval/curve.md, 10 chunks; the rotated-key
 // and fitted-value-scale (m) rows from docs/eval/README.md "Rotated keys" and "MSE-fitted
-// value scale", 20 chunks on SmolLM2, 10 on the others). Only measured pairs: Gemma 3 has no
-// k4rv2 row; SmolLM2's k4rv2m (no better than k4rv2) is left out.
+// value scale", 20 chunks on SmolLM2, 10 on the others; the symmetric-key (s) and absmax (a)
+// rows and turbo:k8v8 from "Symmetric keys and the absmax value codebook", 10 chunks, one
+// build). Only measured pairs: Gemma 3 has no k4rv2 row; SmolLM2's k4rv2m (no better than
+// k4rv2) is left out.
 const std::vector<ArchTable>& tables() {
   static const std::vector<ArchTable> t = {
       {"llama",
        "SmolLM2-135M",
-       {{"turbo:k8v8", 0.00407},
+       {{"turbo:k8v8", 0.00444},
         {"8", 0.00396},
         {"turbo:k8v4", 0.01123},
         {"turbo:k8v3", 0.02993},
@@ -45,10 +47,23 @@ const std::vector<ArchTable>& tables() {
         {"turbo:k4rv2", 0.1874},
         {"turbo:k8v3m", 0.0298},
         {"turbo:k5rv3m", 0.0366},
-        {"turbo:k4rv3m", 0.0617}}},
+        {"turbo:k4rv3m", 0.0617},
+        {"turbo:k8srv8", 0.00407},
+        {"turbo:k8sv8", 0.00464},
+        {"turbo:k8srv4a", 0.00851},
+        {"turbo:k8srv4m", 0.00939},
+        {"turbo:k8sv4a", 0.00937},
+        {"turbo:k8sv4m", 0.01051},
+        {"turbo:k8sv4", 0.01198},
+        {"turbo:k5srv5a", 0.01346},
+        {"turbo:k5srv5m", 0.01347},
+        {"turbo:k5srv4m", 0.01725},
+        {"turbo:k4srv4a", 0.03996},
+        {"turbo:k4srv4m", 0.04165},
+        {"turbo:k4sv4m", 0.1426}}},
       {"gemma3",
        "Gemma3-270M",
-       {{"turbo:k8v8", 0.00660},
+       {{"turbo:k8v8", 0.00879},
         {"8", 0.00740},
         {"turbo:k8v4", 0.01248},
         {"turbo:k8v3", 0.02863},
@@ -60,7 +75,20 @@ const std::vector<ArchTable>& tables() {
         {"turbo:k4v2", 0.16987},
         {"turbo:k8v3m", 0.02596},
         {"turbo:k5rv3m", 0.04614},
-        {"turbo:k4v3m", 0.10260}}},
+        {"turbo:k4v3m", 0.10260},
+        {"turbo:k8srv8", 0.00692},
+        {"turbo:k8sv8", 0.0096},
+        {"turbo:k8srv4m", 0.01142},
+        {"turbo:k8srv4a", 0.01149},
+        {"turbo:k8sv4a", 0.0133},
+        {"turbo:k8sv4m", 0.01362},
+        {"turbo:k8sv4", 0.01507},
+        {"turbo:k5srv5m", 0.03153},
+        {"turbo:k5srv5a", 0.03239},
+        {"turbo:k5srv4m", 0.03489},
+        {"turbo:k4srv4a", 0.08629},
+        {"turbo:k4srv4m", 0.08948},
+        {"turbo:k4sv4m", 0.12701}}},
       {"qwen2",
        "Qwen2.5-Coder-1.5B (keys centered)",
        {{"turbo:k8v8", 0.00324},
@@ -114,7 +142,7 @@ bool is_auto_kv_scheme(std::string_view scheme) {
 }
 
 Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,
-                                       int head_dim) {
+                                       int head_dim, bool cuda) {
   TKV_ASSIGN_OR_RETURN(const double budget, auto_kv_budget(scheme));
   const ArchTable* table = nullptr;
   for (const ArchTable& t : tables())
@@ -125,7 +153,8 @@ Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::strin
   double least_bits = 1e9;
   for (const Measured& m : table->rows) {
     auto s = quant::parse_kv_scheme(m.scheme, head_dim);
-    if (!s.ok()) continue;  // not valid at this head_dim
+    if (!s.ok()) continue;                                  // not valid at this head_dim
+    if (cuda && (s->k_symmetric || s->v_absmax)) continue;  // not on CUDA yet
     const double bits = quant::kv_bits_per_element(s.value());
     least_bits = std::min(least_bits, bits);
     if (bits > budget + 1e-9) continue;
@@ -134,16 +163,16 @@ Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::strin
   }
   if (best.scheme.empty())
     return invalid_argument(
-        "[kv] --kv-quant {}: no measured scheme fits {} bits per element at head_dim {} (the "
+        "[kv] --kv-quant {}: no measured scheme{} fits {} bits per element at head_dim {} (the "
         "smallest takes {:.2f})",
-        scheme, budget, head_dim, least_bits);
+        scheme, cuda ? " on CUDA" : "", budget, head_dim, least_bits);
   return best;
 }
 
 Result<std::string> resolve_kv_scheme(const std::string& scheme, const std::string& arch,
-                                      int head_dim, const std::string& who) {
+                                      int head_dim, const std::string& who, bool cuda) {
   if (!is_auto_kv_scheme(scheme)) return scheme;
-  TKV_ASSIGN_OR_RETURN(const KvAutoPick p, pick_auto_kv_scheme(scheme, arch, head_dim));
+  TKV_ASSIGN_OR_RETURN(const KvAutoPick p, pick_auto_kv_scheme(scheme, arch, head_dim, cuda));
   // At the warning level, which is shown by default: the user asked for a choice and should
   // see it without raising the log level.
   TKV_LOG_WARN(

@@ -25,12 +25,13 @@ bool is_auto_kv_scheme(std::string_view scheme);
 // names a malformed one.
 Result<double> auto_kv_budget(std::string_view scheme);
 // The pick for a model's architecture and head_dim; an error names a budget below the
-// smallest scheme's bits or a malformed spelling.
+// smallest scheme's bits or a malformed spelling. cuda: only schemes the CUDA kernels take
+// (no symmetric keys, no absmax value codebook).
 Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,
-                                       int head_dim);
+                                       int head_dim, bool cuda = false);
 // The scheme to build a cache with: `scheme` itself unless it is auto, else the pick, logged
 // with what it was chosen from (`who` names the model in the log line).
 Result<std::string> resolve_kv_scheme(const std::string& scheme, const std::string& arch,
-                                      int head_dim, const std::string& who);
+                                      int head_dim, const std::string& who, bool cuda = false);
 
 }  // namespace tkv::runtime

@@ -67,7 +67,7 @@ void quantized_rows(const KvSegmentView& s, const float* k, float* w, double* r_
       if (!fused_int8_values(s)) continue;
       const int64_t kt = (s.pos0 + t) * s.format.n_kv_heads + h;
       for (int g = 0; g < d / 32; ++g) {
-        const double sc = f16_at(row + lay.v_scale_offset + 2 * g);
+        const double sc = std::fabs(f16_at(row + lay.v_scale_offset + 2 * g));  // v_absmax: signed
         vs[kt] = std::max(vs[kt], sc);
         if (sc > 0)
           for (int e = 32 * g; e < 32 * g + 32; ++e) cl1[kt] += std::fabs(rot[e]) / sc;
@@ -136,7 +136,9 @@ FusedBoundInputs fused_bound_inputs(const KvSegmentView* segs, int n_segs, const
     if (!fused_int8_query(segs[s])) continue;
     quantized_rows(segs[s], k.data(), w.data(), &t.r_max, vs.data(), cl1.data());
     if (fused_int8_values(segs[s]))
-      step = std::max<double>(step, fused::int8_codebook_for(segs[s].format.scheme.v_bits)->step);
+      step = std::max<double>(step, fused::int8_codebook_for(segs[s].format.scheme.v_bits,
+                                                             segs[s].format.scheme.v_absmax)
+                                        ->step);
     std::fill(i8.begin() + segs[s].pos0, i8.begin() + segs[s].pos0 + segs[s].n_kv, 1);
   }
   for (float x : v) t.v_max = std::max(t.v_max, static_cast<double>(std::fabs(x)));

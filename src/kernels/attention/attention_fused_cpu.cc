@@ -84,10 +84,10 @@ SegFmt seg_format(const KvSegmentView& s) {
         : vb == 5 ? VId::kT5
                   : VId::kT8;
   f.row.centroids = padded_centroids(vb, s.format.scheme.v_absmax);
-  // The int8 V dot takes non-negative group scales only (u8 weights): not the absmax
-  // codebook's signed scales, which keep the fp32 V path.
-  const fused::Int8Codebook* cb = s.format.scheme.v_absmax ? nullptr : fused::int8_codebook_for(vb);
+  // The absmax codebook's V scales are signed: its int8 table carries a negated half.
+  const fused::Int8Codebook* cb = fused::int8_codebook_for(vb, s.format.scheme.v_absmax);
   if (cb) f.row.v_i8 = cb->q, f.row.v_i8_step = cb->step;
+  f.row.v_signed_scales = s.format.scheme.v_absmax;
   f.rotated = true;
   f.v_bits = vb;
   return f;

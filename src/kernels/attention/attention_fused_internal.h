@@ -22,9 +22,11 @@ struct RowFmt {
   int head_dim = 0;
   const float* centroids = nullptr;  // [2^v_bits] turbo only, padded to 256 entries
   // Turbo v_bits <= 5: the int8 codebook of value_block_i8 (centroid ≈ v_i8[i] ·
-  // v_i8_step; 64 entries repeating with period 2^v_bits).
+  // v_i8_step; 64 entries repeating with period 2^v_bits; with signed V scales, the
+  // absmax codebook's, entries 32..63 are the negated 0..31).
   const int8_t* v_i8 = nullptr;
   float v_i8_step = 0;
+  bool v_signed_scales = false;  // KvScheme::v_absmax: V group scales may be negative
 };
 
 // kS*: symmetric turbo keys (KvScheme::k_symmetric), no zero plane.
@@ -87,8 +89,11 @@ struct Int8Codebook {
   int8_t q[64];  // q[i] ≈ c[i mod 2^v_bits] / step
   float step = 0;
 };
-Int8Codebook int8_codebook(const float* centroids, int v_bits);
-const Int8Codebook* int8_codebook_for(int v_bits);  // turbo's, cached; null past 5 bits
+// signed_half: q[i] for i < 32 is c[i mod 2^v_bits], q[32 + i] its negation (for signed
+// V scales: the sign rides in index bit 5); else q repeats with period 2^v_bits.
+Int8Codebook int8_codebook(const float* centroids, int v_bits, bool signed_half = false);
+// turbo's (or, absmax, KvScheme::v_absmax's with signed_half), cached; null past 5 bits
+const Int8Codebook* int8_codebook_for(int v_bits, bool absmax = false);
 bool value_i8_supported(int v_bits, int head_dim);
 void value_block_i8(int v_bits, const uint8_t* base, int64_t rb, int nb, int nt, const RowFmt& f,
                     const float (*p)[kBlock], float* const* acc);

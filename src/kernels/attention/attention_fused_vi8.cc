@@ -38,7 +38,7 @@ bool value_i8_supported(int v_bits, int head_dim) {
   return v_bits >= 1 && v_bits <= 5 && head_dim % 64 == 0 && head_dim <= kMaxDim;
 }
 
-Int8Codebook int8_codebook(const float* c, int v_bits) {
+Int8Codebook int8_codebook(const float* c, int v_bits, bool signed_half) {
   const int n = 1 << v_bits;
   float cmax = 0;
   for (int i = 0; i < n; ++i) cmax = std::max(cmax, std::fabs(c[i]));
@@ -55,20 +55,27 @@ Int8Codebook int8_codebook(const float* c, int v_bits) {
     }
     if (err < best) best = err, cb.step = step;
   }
-  for (int i = 0; i < 64; ++i)
-    cb.q[i] = static_cast<int8_t>(std::rint(c[i % n] / cb.step));  // period 2^v_bits
+  for (int i = 0; i < 64; ++i) {
+    const int8_t q = static_cast<int8_t>(std::rint(c[i % n] / cb.step));  // period 2^v_bits
+    cb.q[i] = signed_half && i >= 32 ? static_cast<int8_t>(-q) : q;
+  }
   return cb;
 }
 
-const Int8Codebook* int8_codebook_for(int v_bits) {
+const Int8Codebook* int8_codebook_for(int v_bits, bool absmax) {
   static const auto books = [] {
-    std::vector<Int8Codebook> t(6);
-    for (int b = 1; b <= 5; ++b)
+    std::vector<Int8Codebook> t(12);  // [absmax][v_bits]
+    for (int b = 1; b <= 5; ++b) {
       if (const float* c = quant::turbo_centroids(b))
         t[static_cast<size_t>(b)] = int8_codebook(c, b);
+      if (const float* c = quant::turbo_absmax_centroids(b))
+        t[static_cast<size_t>(6 + b)] = int8_codebook(c, b, true);
+    }
     return t;
   }();
-  return v_bits >= 1 && v_bits <= 5 ? &books[static_cast<size_t>(v_bits)] : nullptr;
+  if (v_bits < 1 || v_bits > 5 || (absmax && !quant::turbo_absmax_centroids(v_bits)))
+    return nullptr;
+  return &books[static_cast<size_t>((absmax ? 6 : 0) + v_bits)];
 }
 
 namespace {
@@ -83,6 +90,9 @@ constexpr int kSub = 4;  // query heads per pass: 4 heads x 4 int32 accumulators
 struct Weights {
   alignas(64) uint8_t u[kMaxGroups][kMaxGroup][kBlock];
   float fac[kMaxGroups][kMaxGroup];
+  // Signed V scales: per part (group pair) and token, bit 0 = the first group's scale is
+  // negative, bit 1 = the second's (the weights take |scale|).
+  uint8_t neg[kMaxGroups / 2][kBlock];
 };
 
 inline float weight_inv(float wmax) {
@@ -99,13 +109,27 @@ TKV_VI8_TGT inline __m512i codes64(const uint8_t* p) {
 }
 
 // The part's 64 int8 values of four tokens, interleaved per element (lane order above).
-template <int B>
+// Signed: each token's codes are cut to B bits and bit 5 set where its group's scale is
+// negative (neg[k]: bit 0 first group, bit 1 second), selecting the table's negated half.
+template <int B, bool Signed>
+TKV_VI8_TGT inline __m512i token_values(const uint8_t* r, __m512i tbl, int neg) {
+  __m512i c = codes64<B>(r);
+  if constexpr (Signed) {
+    const __m512i sign =
+        _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi8(static_cast<char>(neg & 1 ? 32 : 0)),
+                                _mm512_set1_epi8(static_cast<char>(neg & 2 ? 32 : 0)));
+    c = _mm512_ternarylogic_epi32(c, _mm512_set1_epi8((1 << B) - 1), sign, 0xEA);  // a&b | c
+  }
+  return _mm512_permutexvar_epi8(c, tbl);
+}
+
+template <int B, bool Signed>
 TKV_VI8_TGT inline void quad_values(const uint8_t* const* r, int64_t off, __m512i tbl,
-                                    __m512i (&x)[4]) {
-  const __m512i v0 = _mm512_permutexvar_epi8(codes64<B>(r[0] + off), tbl);
-  const __m512i v1 = _mm512_permutexvar_epi8(codes64<B>(r[1] + off), tbl);
-  const __m512i v2 = _mm512_permutexvar_epi8(codes64<B>(r[2] + off), tbl);
-  const __m512i v3 = _mm512_permutexvar_epi8(codes64<B>(r[3] + off), tbl);
+                                    const uint8_t* neg, __m512i (&x)[4]) {
+  const __m512i v0 = token_values<B, Signed>(r[0] + off, tbl, Signed ? neg[0] : 0);
+  const __m512i v1 = token_values<B, Signed>(r[1] + off, tbl, Signed ? neg[1] : 0);
+  const __m512i v2 = token_values<B, Signed>(r[2] + off, tbl, Signed ? neg[2] : 0);
+  const __m512i v3 = token_values<B, Signed>(r[3] + off, tbl, Signed ? neg[3] : 0);
   const __m512i lo01 = _mm512_unpacklo_epi8(v0, v1), hi01 = _mm512_unpackhi_epi8(v0, v1);
   const __m512i lo23 = _mm512_unpacklo_epi8(v2, v3), hi23 = _mm512_unpackhi_epi8(v2, v3);
   x[0] = _mm512_unpacklo_epi16(lo01, lo23);
@@ -115,7 +139,7 @@ TKV_VI8_TGT inline void quad_values(const uint8_t* const* r, int64_t off, __m512
 }
 
 // acc[g][e0 + 0..63] += fac · Σ_quads u(g) · q for NT heads.
-template <int B, int NT>
+template <int B, int NT, bool Signed>
 TKV_VI8_TGT void part_pass(const uint8_t* const* rows, int nq, int64_t off, __m512i tbl,
                            const Weights& w, int grp0, int g0, float* const* acc, int e0) {
   __m512i a[NT][4];
@@ -123,7 +147,7 @@ TKV_VI8_TGT void part_pass(const uint8_t* const* rows, int nq, int64_t off, __m5
     for (int k = 0; k < 4; ++k) a[g][k] = _mm512_setzero_si512();
   for (int j = 0; j < nq; ++j) {
     __m512i x[4];
-    quad_values<B>(rows + 4 * j, off, tbl, x);
+    quad_values<B, Signed>(rows + 4 * j, off, tbl, w.neg[grp0 / 2] + 4 * j, x);
     for (int g = 0; g < NT; ++g) {
       uint32_t u0, u1;  // u8 weights of tokens 4j..4j+3 in the part's two groups
       std::memcpy(&u0, &w.u[grp0][g0 + g][4 * j], 4);
@@ -170,10 +194,19 @@ TKV_VI8_TGT void block_scales(const uint8_t* base, int64_t rb, int nb, int n_gro
   }
 }
 
+template <bool Signed>
 TKV_VI8_TGT void block_weights(const uint8_t* base, int64_t rb, int nb, int nt, int n_groups,
                                const RowFmt& f, const float (*p)[kBlock], Weights& w) {
   alignas(64) float sc[kMaxGroups][kBlock];
   block_scales(base, rb, nb, n_groups, f, sc);
+  if constexpr (Signed) {  // |scale| into the weights, the signs into neg (rows past nb: 0)
+    for (int grp = 0; grp < n_groups; grp += 2)
+      for (int t = 0; t < kBlock; ++t) {
+        const int n0 = sc[grp][t] < 0.0f, n1 = sc[grp + 1][t] < 0.0f;
+        w.neg[grp / 2][t] = static_cast<uint8_t>(n0 | (n1 << 1));
+        sc[grp][t] = std::fabs(sc[grp][t]), sc[grp + 1][t] = std::fabs(sc[grp + 1][t]);
+      }
+  }
   // p is written to a multiple of 16 tokens (pad lanes 0): read no further
   const int nv = (nb + 15) / 16;
   alignas(64) float wmax[kMaxGroups * kMaxGroup];
@@ -200,7 +233,7 @@ TKV_VI8_TGT void block_weights(const uint8_t* base, int64_t rb, int nb, int nt, 
   }
 }
 
-template <int B>
+template <int B, bool Signed>
 TKV_VI8_TGT void value_i8(const uint8_t* base, int64_t rb, int nb, int nt, const RowFmt& f,
                           const float (*p)[kBlock], float* const* acc) {
   const int d = f.head_dim, nq = (nb + 3) / 4;
@@ -209,7 +242,7 @@ TKV_VI8_TGT void value_i8(const uint8_t* base, int64_t rb, int nb, int nt, const
   const uint8_t* rows[kBlock];
   for (int t = 0; t < kBlock; ++t) rows[t] = base + std::min(t, nb - 1) * rb;
   Weights w;
-  block_weights(base, rb, nb, nt, d / 32, f, p, w);
+  block_weights<Signed>(base, rb, nb, nt, d / 32, f, p, w);
   const __m512i tbl = _mm512_loadu_si512(f.v_i8);
   const int n_sub = (nt + kSub - 1) / kSub, per = (nt + n_sub - 1) / n_sub;
   for (int part = 0; part < d / 64; ++part) {
@@ -218,10 +251,10 @@ TKV_VI8_TGT void value_i8(const uint8_t* base, int64_t rb, int nb, int nt, const
       const int n = std::min(per, nt - g0);
       switch (n) {
         // clang-format off
-        case 1: part_pass<B, 1>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
-        case 2: part_pass<B, 2>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
-        case 3: part_pass<B, 3>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
-        case 4: part_pass<B, 4>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
+        case 1: part_pass<B, 1, Signed>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
+        case 2: part_pass<B, 2, Signed>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
+        case 3: part_pass<B, 3, Signed>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
+        case 4: part_pass<B, 4, Signed>(rows, nq, off, tbl, w, 2 * part, g0, acc, 64 * part); break;
         default: TKV_CHECK(false);
           // clang-format on
       }
@@ -233,13 +266,24 @@ TKV_VI8_TGT void value_i8(const uint8_t* base, int64_t rb, int nb, int nt, const
 
 void value_block_i8(int v_bits, const uint8_t* base, int64_t rb, int nb, int nt, const RowFmt& f,
                     const float (*p)[kBlock], float* const* acc) {
+  if (f.v_signed_scales) {
+    switch (v_bits) {
+      // clang-format off
+      case 2: return value_i8<2, true>(base, rb, nb, nt, f, p, acc);
+      case 3: return value_i8<3, true>(base, rb, nb, nt, f, p, acc);
+      case 4: return value_i8<4, true>(base, rb, nb, nt, f, p, acc);
+      case 5: return value_i8<5, true>(base, rb, nb, nt, f, p, acc);
+      default: TKV_CHECK(false);
+        // clang-format on
+    }
+  }
   switch (v_bits) {
     // clang-format off
-    case 1: return value_i8<1>(base, rb, nb, nt, f, p, acc);
-    case 2: return value_i8<2>(base, rb, nb, nt, f, p, acc);
-    case 3: return value_i8<3>(base, rb, nb, nt, f, p, acc);
-    case 4: return value_i8<4>(base, rb, nb, nt, f, p, acc);
-    case 5: return value_i8<5>(base, rb, nb, nt, f, p, acc);
+    case 1: return value_i8<1, false>(base, rb, nb, nt, f, p, acc);
+    case 2: return value_i8<2, false>(base, rb, nb, nt, f, p, acc);
+    case 3: return value_i8<3, false>(base, rb, nb, nt, f, p, acc);
+    case 4: return value_i8<4, false>(base, rb, nb, nt, f, p, acc);
+    case 5: return value_i8<5, false>(base, rb, nb, nt, f, p, acc);
     default: TKV_CHECK(false);
       // clang-format on
   }
@@ -251,8 +295,11 @@ void value_block_i8_ref(int v_bits, const uint8_t* base, int64_t rb, int nb, int
   for (int grp = 0; grp < d / 32; ++grp)
     for (int g = 0; g < nt; ++g) {
       float w[kBlock], wmax = 0;
+      bool neg[kBlock] = {};
       for (int t = 0; t < nb; ++t) {
-        w[t] = p[g][t] * h2f(base + t * rb + f.vs_off + 2 * grp);
+        const float sc = h2f(base + t * rb + f.vs_off + 2 * grp);
+        neg[t] = f.v_signed_scales && sc < 0.0f;
+        w[t] = p[g][t] * (neg[t] ? -sc : sc);
         wmax = std::max(wmax, w[t]);
       }
       const float inv = weight_inv(wmax), fac = wmax / 255.0f * f.v_i8_step;
@@ -264,7 +311,7 @@ void value_block_i8_ref(int v_bits, const uint8_t* base, int64_t rb, int nb, int
           const int i = grp * 32 + e, bit = i * v_bits;
           uint32_t x = 0;
           std::memcpy(&x, codes + bit / 8, std::min(4, (v_bits + 7 + bit % 8) / 8 + 1));
-          sum[e] += u * f.v_i8[(x >> (bit % 8)) & ((1u << v_bits) - 1)];
+          sum[e] += u * f.v_i8[((x >> (bit % 8)) & ((1u << v_bits) - 1)) | (neg[t] ? 32u : 0u)];
         }
       }
       for (int e = 0; e < 32; ++e)
