@@ -91,7 +91,7 @@ const std::vector<ArchTable>& tables() {
         {"turbo:k4sv4m", 0.12701}}},
       {"qwen2",
        "Qwen2.5-Coder-1.5B (keys centered)",
-       {{"turbo:k8v8", 0.00324},
+       {{"turbo:k8v8", 0.00353},
         {"8", 0.00327},
         {"turbo:k8v4", 0.00763},
         {"turbo:k8v3", 0.01880},
@@ -105,7 +105,20 @@ const std::vector<ArchTable>& tables() {
         {"turbo:k8v3m", 0.0154},
         {"turbo:k5rv3m", 0.0181},
         {"turbo:k4rv3m", 0.0248},
-        {"turbo:k4rv2m", 0.0755}}},
+        {"turbo:k4rv2m", 0.0755},
+        {"turbo:k8srv8", 0.00335},
+        {"turbo:k8sv8", 0.00362},
+        {"turbo:k8srv4a", 0.00598},
+        {"turbo:k8sv4a", 0.00629},
+        {"turbo:k8srv4m", 0.00645},
+        {"turbo:k8sv4m", 0.00645},
+        {"turbo:k8sv4", 0.00828},
+        {"turbo:k5srv5m", 0.00676},
+        {"turbo:k5srv5a", 0.00689},
+        {"turbo:k5srv4m", 0.00899},
+        {"turbo:k4srv4m", 0.0163},
+        {"turbo:k4srv4a", 0.01634},
+        {"turbo:k4sv4m", 0.02421}}},
   };
   return t;
 }
@@ -153,8 +166,9 @@ Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::strin
   double least_bits = 1e9;
   for (const Measured& m : table->rows) {
     auto s = quant::parse_kv_scheme(m.scheme, head_dim);
-    if (!s.ok()) continue;                                  // not valid at this head_dim
-    if (cuda && (s->k_symmetric || s->v_absmax)) continue;  // not on CUDA yet
+    if (!s.ok()) continue;  // not valid at this head_dim
+    // Not on CUDA (yet): affine caches, symmetric keys, the absmax value codebook.
+    if (cuda && (s->kind == quant::KvKind::kAffine || s->k_symmetric || s->v_absmax)) continue;
     const double bits = quant::kv_bits_per_element(s.value());
     least_bits = std::min(least_bits, bits);
     if (bits > budget + 1e-9) continue;

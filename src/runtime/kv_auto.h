@@ -25,8 +25,8 @@ bool is_auto_kv_scheme(std::string_view scheme);
 // names a malformed one.
 Result<double> auto_kv_budget(std::string_view scheme);
 // The pick for a model's architecture and head_dim; an error names a budget below the
-// smallest scheme's bits or a malformed spelling. cuda: only schemes the CUDA kernels take
-// (no symmetric keys, no absmax value codebook).
+// smallest scheme's bits or a malformed spelling. cuda: only schemes the CUDA forward takes
+// (bf16 and turbo caches without symmetric keys or the absmax value codebook).
 Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,
                                        int head_dim, bool cuda = false);
 // The scheme to build a cache with: `scheme` itself unless it is auto, else the pick, logged
