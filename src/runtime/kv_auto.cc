@@ -27,9 +27,9 @@ struct ArchTable {
 // wikitext-512 mean KL vs the bf16 cache (docs/eval/curve.md, 10 chunks; the rotated-key
 // and fitted-value-scale (m) rows from docs/eval/README.md "Rotated keys" and "MSE-fitted
 // value scale", 20 chunks on SmolLM2, 10 on the others; the symmetric-key (s) and absmax (a)
-// rows and turbo:k8v8 from "Symmetric keys and the absmax value codebook", 10 chunks, one
-// build). Only measured pairs: Gemma 3 has no k4rv2 row; SmolLM2's k4rv2m (no better than
-// k4rv2) is left out.
+// rows and turbo:k8v8 from "Symmetric keys and the absmax value codebook", 10 chunks; the a
+// rows through the int8 V dot, as they run). Only measured pairs: Gemma 3 has no k4rv2 row;
+// SmolLM2's k4rv2m (no better than k4rv2) is left out.
 const std::vector<ArchTable>& tables() {
   static const std::vector<ArchTable> t = {
       {"llama",
@@ -50,15 +50,15 @@ const std::vector<ArchTable>& tables() {
         {"turbo:k4rv3m", 0.0617},
         {"turbo:k8srv8", 0.00407},
         {"turbo:k8sv8", 0.00464},
-        {"turbo:k8srv4a", 0.00851},
+        {"turbo:k8srv4a", 0.00881},
         {"turbo:k8srv4m", 0.00939},
         {"turbo:k8sv4a", 0.00937},
         {"turbo:k8sv4m", 0.01051},
         {"turbo:k8sv4", 0.01198},
-        {"turbo:k5srv5a", 0.01346},
+        {"turbo:k5srv5a", 0.0131},
         {"turbo:k5srv5m", 0.01347},
         {"turbo:k5srv4m", 0.01725},
-        {"turbo:k4srv4a", 0.03996},
+        {"turbo:k4srv4a", 0.04185},
         {"turbo:k4srv4m", 0.04165},
         {"turbo:k4sv4m", 0.1426}}},
       {"gemma3",
@@ -79,14 +79,14 @@ const std::vector<ArchTable>& tables() {
         {"turbo:k8srv8", 0.00692},
         {"turbo:k8sv8", 0.0096},
         {"turbo:k8srv4m", 0.01142},
-        {"turbo:k8srv4a", 0.01149},
+        {"turbo:k8srv4a", 0.01126},
         {"turbo:k8sv4a", 0.0133},
         {"turbo:k8sv4m", 0.01362},
         {"turbo:k8sv4", 0.01507},
         {"turbo:k5srv5m", 0.03153},
-        {"turbo:k5srv5a", 0.03239},
+        {"turbo:k5srv5a", 0.03075},
         {"turbo:k5srv4m", 0.03489},
-        {"turbo:k4srv4a", 0.08629},
+        {"turbo:k4srv4a", 0.09411},
         {"turbo:k4srv4m", 0.08948},
         {"turbo:k4sv4m", 0.12701}}},
       {"qwen2",
@@ -108,16 +108,16 @@ const std::vector<ArchTable>& tables() {
         {"turbo:k4rv2m", 0.0755},
         {"turbo:k8srv8", 0.00335},
         {"turbo:k8sv8", 0.00362},
-        {"turbo:k8srv4a", 0.00598},
+        {"turbo:k8srv4a", 0.00595},
         {"turbo:k8sv4a", 0.00629},
         {"turbo:k8srv4m", 0.00645},
         {"turbo:k8sv4m", 0.00645},
         {"turbo:k8sv4", 0.00828},
         {"turbo:k5srv5m", 0.00676},
-        {"turbo:k5srv5a", 0.00689},
+        {"turbo:k5srv5a", 0.00662},
         {"turbo:k5srv4m", 0.00899},
         {"turbo:k4srv4m", 0.0163},
-        {"turbo:k4srv4a", 0.01634},
+        {"turbo:k4srv4a", 0.01615},
         {"turbo:k4sv4m", 0.02421}}},
   };
   return t;
