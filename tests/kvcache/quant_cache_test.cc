@@ -111,9 +111,10 @@ struct Rig {
   }
 };
 
-const char* kSchemes[] = {"bf16",        "f16",         "8",           "4",          "turbo",
-                          "turbo:k8v8",  "turbo:k4v3",  "turbo:k2v2",  "turbo:k5v5", "turbo:k4v3m",
-                          "turbo:k8v2m", "turbo:k8sv4", "turbo:k4sv4m", "turbo:k8sv3a"};
+const char* kSchemes[] = {"bf16",         "f16",         "8",           "4",
+                          "turbo",        "turbo:k8v8",  "turbo:k4v3",  "turbo:k2v2",
+                          "turbo:k5v5",   "turbo:k4v3m", "turbo:k8v2m", "turbo:k8sv4",
+                          "turbo:k4sv4m", "turbo:k8sv3a"};
 
 TEST(QuantCache, PrefillDecodeAndQuantStartBoundary) {
   ThreadPool pool(2);
