@@ -96,7 +96,7 @@ Status CudaForward::init(const kv::KvCache& cache) {
     const quant::KvScheme& s = st[0].format.scheme;
     if (!(s.kind == quant::KvKind::kBf16 || s.kind == quant::KvKind::kTurbo))
       return unsupported("KV scheme " + cache.scheme_name() + " (bf16 and turbo are)");
-    if (s.k_symmetric || s.v_absmax)
+    if (s.cpu_only())
       return unsupported("symmetric keys or the absmax value codebook (" + cache.scheme_name() +
                          ")");
   }

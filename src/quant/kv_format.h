@@ -48,6 +48,9 @@ struct KvScheme {
   TKV_HD bool k_signed() const {
     return kind == KvKind::kTurbo && k_bits == 8 && !k_unsigned8 && !k_symmetric;
   }
+  // Parts only the CPU kernels read so far (the CUDA encode, attention and forward refuse
+  // them, and --kv-quant auto skips them on CUDA): symmetric keys, the absmax codebook.
+  TKV_HD bool cpu_only() const { return k_symmetric || v_absmax; }
   // The zero every key group of a symmetric scheme shares (x̂ = (code + zero) * scale).
   TKV_HD float k_zero_implied() const { return -static_cast<float>(1 << (k_bits - 1)); }
   // Plain 16-bit float rows [K x head_dim][V x head_dim], no scales.

@@ -168,7 +168,7 @@ Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::strin
     auto s = quant::parse_kv_scheme(m.scheme, head_dim);
     if (!s.ok()) continue;  // not valid at this head_dim
     // Not on CUDA (yet): affine caches, symmetric keys, the absmax value codebook.
-    if (cuda && (s->kind == quant::KvKind::kAffine || s->k_symmetric || s->v_absmax)) continue;
+    if (cuda && (s->kind == quant::KvKind::kAffine || s->cpu_only())) continue;
     const double bits = quant::kv_bits_per_element(s.value());
     least_bits = std::min(least_bits, bits);
     if (bits > budget + 1e-9) continue;

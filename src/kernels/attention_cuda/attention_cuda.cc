@@ -59,7 +59,7 @@ Status validate(const DecodeCudaParams& p) {
     return bad("block table of " + std::to_string(p.kv.page_stride) +
                " pages per sequence holds fewer than max_seq_len " + std::to_string(p.max_seq_len) +
                " tokens");
-  if (f.scheme.k_symmetric || f.scheme.v_absmax)
+  if (f.scheme.cpu_only())
     return bad("symmetric keys and the absmax value codebook (" + quant::kv_scheme_name(f.scheme) +
                ") are not on CUDA yet");
   if ((!p.q && !p.q_f32) || (!p.out && !p.out_f32) || !p.kv.k_data || !p.kv.v_data ||

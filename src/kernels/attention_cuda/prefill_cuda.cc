@@ -34,7 +34,7 @@ Status validate(const PrefillCudaParams& p) {
     return bad("n_seqs " + std::to_string(p.n_seqs) + " not in [1, 65535]");
   if (p.max_q_len <= 0) return bad("max_q_len " + std::to_string(p.max_q_len) + " <= 0");
   if (p.kv.page_stride < 0) return bad("page_stride < 0");
-  if (f.scheme.k_symmetric || f.scheme.v_absmax)
+  if (f.scheme.cpu_only())
     return bad("symmetric keys and the absmax value codebook (" + quant::kv_scheme_name(f.scheme) +
                ") are not on CUDA yet");
   if (!p.q || !p.out || !p.q_offsets || !p.q_lens || !p.kv.k_data || !p.kv.v_data ||

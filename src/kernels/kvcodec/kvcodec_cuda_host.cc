@@ -35,7 +35,7 @@ Status kvcodec_encode_cuda(const KvEncodeCudaParams& p, cudaStream_t stream) {
   if (p.cache.format.page_size <= 0 ||
       (p.cache.format.page_size & (p.cache.format.page_size - 1)) != 0)
     return bad("page_size " + std::to_string(p.cache.format.page_size) + " is not a power of two");
-  if (f.scheme.k_symmetric || f.scheme.v_absmax)
+  if (f.scheme.cpu_only())
     return bad("symmetric keys and the absmax value codebook (" + quant::kv_scheme_name(f.scheme) +
                ") are not on CUDA yet");
   if (p.n_tokens > 0 && !p.slot_mapping) return bad("null slot_mapping");
