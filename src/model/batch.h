@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention/attention.h"
+#include "kernels/attention/kv_page.h"
+
 namespace tkv::model {
 
 // Which logits a slice wants back.
@@ -49,6 +52,8 @@ struct Workspace {
   std::vector<int32_t> pos;
   std::vector<float> logits;
   std::vector<int64_t> logits_row;
+  std::vector<kernels::AttnArgs> attn_args;  // one attention call per slice of the step
+  std::vector<kernels::KvView> attn_views;
   double attention_ms = 0;  // wall time of KV writes + ops::attention, summed until reset
 
   const float* slice_logits(size_t slice, int64_t n_vocab) const {

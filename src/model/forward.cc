@@ -47,12 +47,18 @@ Status Model::layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& 
   // Same constant for every position, so attention is unchanged (model.h).
   if (key_centering_active()) kernels::add_bias(ws.k.data(), L.k_center.data(), n, kv_dim);
 
+  // Every slice's new K/V into its pages first, then one attention pass over all
+  // slices (views taken after the writes, which may map pages).
   const double t0 = now_ms();
-  for (const BatchSlice& s : b.slices) {
+  const size_t ns = b.slices.size();
+  ws.attn_args.resize(ns);
+  ws.attn_views.resize(ns);
+  for (size_t k = 0; k < ns; ++k) {
+    const BatchSlice& s = b.slices[k];
     const int64_t pos0 = ws.pos[static_cast<size_t>(s.first)];
     cache.write(il, s.seq, pos0, s.n, ws.k.data() + s.first * kv_dim,
                 ws.v.data() + s.first * kv_dim);
-    kernels::AttnArgs a;
+    kernels::AttnArgs& a = ws.attn_args[k];
     a.q = ws.q.data() + s.first * q_dim;
     a.out = ws.attn.data() + s.first * q_dim;
     a.n_q = s.n;
@@ -60,9 +66,13 @@ Status Model::layer_forward(int il, const Batch& b, Workspace& ws, kv::KvCache& 
     a.q_pos0 = pos0;
     a.window = c.layer_window[static_cast<size_t>(il)];
     a.scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
-    TKV_RETURN_IF_ERROR(
-        ops::attention(a, cache.view(il, s.seq, pos0 + s.n), attn_mode_, &attn_check_, pool));
   }
+  for (size_t k = 0; k < ns; ++k) {
+    const BatchSlice& s = b.slices[k];
+    ws.attn_views[k] = cache.view(il, s.seq, ws.attn_args[k].q_pos0 + s.n);
+  }
+  TKV_RETURN_IF_ERROR(ops::attention_batch(ws.attn_args.data(), ws.attn_views.data(),
+                                           static_cast<int>(ns), attn_mode_, &attn_check_, pool));
   ws.attention_ms += now_ms() - t0;
 
   kernels::matmul_cpu(L.wo, ws.attn.data(), ws.h.data(), n, pool);

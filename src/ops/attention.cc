@@ -147,4 +147,35 @@ Status attention(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnMode
                     backend_name(backend));
 }
 
+Status attention_batch(const kernels::AttnArgs* a, const kernels::KvView* kv, int n, AttnMode mode,
+                       AttnCheckLog* check, ThreadPool& pool, Backend backend) {
+  for (int i = 0; i < n; ++i) TKV_RETURN_IF_ERROR(check_args(a[i], kv[i]));
+  if (n <= 1 || mode != AttnMode::kFused || backend != Backend::kCpu) {
+    for (int i = 0; i < n; ++i)
+      TKV_RETURN_IF_ERROR(attention(a[i], kv[i], mode, check, pool, backend));
+    return Status();
+  }
+  // Rotated keys: every call's queries rotated alike, into one buffer.
+  std::vector<size_t> q_off(static_cast<size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const bool rot = kv[i].segs[0].format.scheme.k_rotated;
+    const size_t len = static_cast<size_t>(a[i].n_q) * static_cast<size_t>(a[i].n_heads) *
+                       static_cast<size_t>(kv[i].segs[0].format.head_dim());
+    q_off[static_cast<size_t>(i) + 1] = q_off[static_cast<size_t>(i)] + (rot ? len : 0);
+  }
+  std::vector<float> q_rot(q_off.back());
+  std::vector<kernels::FusedCall> calls(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    calls[k] = {kv[i].segs, kv[i].n_segs, a[i]};
+    if (q_off[k + 1] == q_off[k]) continue;
+    float* q = q_rot.data() + q_off[k];
+    std::copy(a[i].q, a[i].q + (q_off[k + 1] - q_off[k]), q);
+    quant::rotate_key_rows(q, a[i].n_q * a[i].n_heads, kv[i].segs[0].format.head_dim());
+    calls[k].a.q = q;
+  }
+  kernels::attention_paged_fused_cpu_batch(calls.data(), n, pool);
+  return Status();
+}
+
 }  // namespace tkv::ops

@@ -54,4 +54,11 @@ class AttnCheckLog {
 Status attention(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnMode mode,
                  AttnCheckLog* check, ThreadPool& pool, Backend backend = Backend::kCpu);
 
+// The n calls of one batched step (a[i] over kv[i], one per sequence), with the result
+// of calling attention() on each in turn: the fused CPU kernel runs them in one pass
+// over the pool (kernels::attention_paged_fused_cpu_batch); the other modes and
+// backends call them one by one. Every call is checked before any runs.
+Status attention_batch(const kernels::AttnArgs* a, const kernels::KvView* kv, int n, AttnMode mode,
+                       AttnCheckLog* check, ThreadPool& pool, Backend backend = Backend::kCpu);
+
 }  // namespace tkv::ops

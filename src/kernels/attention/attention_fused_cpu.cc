@@ -209,89 +209,168 @@ FusedIsa fused_auto_isa(int head_dim) {
   return isa;
 }
 
-void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
-                               ThreadPool& pool, FusedIsa isa) {
-  TKV_CHECK(n_segs >= 1 && n_segs <= 8);
+namespace {
+
+using RunRange = void (*)(const Ctx&, int64_t, int, int64_t, int64_t, State&);
+
+// One call of a batch: its formats and context, how its keys split, and where its
+// tasks (query, kv head[, split]) and its partials sit in the batch's.
+struct Plan {
+  SegFmt fmts[8];
+  Ctx c{};
+  RunRange run_range = nullptr;
+  int64_t n_base = 0;  // (query, kv head) tasks
+  int n_split = 1;
+  int64_t work = 0;   // key elements scored
+  int64_t task0 = 0;  // first phase-one task in the batch
+  size_t part0 = 0;   // first partial float (split calls)
+  int64_t n_tasks() const { return n_base * n_split; }
+};
+
+// The split depends on the call and the pool alone (never on the rest of the batch),
+// so a call computes the same floats in a batch as alone.
+void make_plan(const FusedCall& fc, int n_threads, FusedIsa isa, Plan& p) {
+  const KvSegmentView* segs = fc.segs;
+  const AttnArgs& a = fc.a;
+  TKV_CHECK(fc.n_segs >= 1 && fc.n_segs <= 8);
   const int d = segs[0].format.head_dim(), nkv = segs[0].format.n_kv_heads;
   const int G = a.n_heads / nkv;
   TKV_CHECK(G >= 1 && G <= kMaxGroup && G * nkv == a.n_heads && d % 8 == 0 && d <= kMaxDim);
   if (isa == FusedIsa::kAuto) isa = fused_auto_isa(d);
   TKV_CHECK(isa == FusedIsa::kAvx2 || (fused_has_avx512() && d % 16 == 0));
-  const auto run_range =
-      isa == FusedIsa::kAvx2 ? &fused::avx2::run_range : &fused::avx512::run_range;
-  SegFmt fmts[8];
-  Ctx c{segs, fmts, n_segs, &a, G, d, nkv, 0, false};
-  for (int s = 0; s < n_segs; ++s) {
+  p.run_range = isa == FusedIsa::kAvx2 ? &fused::avx2::run_range : &fused::avx512::run_range;
+  p.c = Ctx{segs, p.fmts, fc.n_segs, &fc.a, G, d, nkv, 0, false};
+  Ctx& c = p.c;
+  for (int s = 0; s < fc.n_segs; ++s) {
     TKV_CHECK(segs[s].format.head_dim() == d && segs[s].format.n_kv_heads == nkv &&
               segs[s].pos0 == c.n_total);
-    fmts[s] = seg_format(segs[s]);
-    fmts[s].v_i8 = isa == FusedIsa::kAvx512Int8V && fmts[s].rotated && fmts[s].row.v_i8 &&
-                   fused::value_i8_supported(fmts[s].v_bits, d);
-    c.has_rot = c.has_rot || fmts[s].rotated;
+    p.fmts[s] = seg_format(segs[s]);
+    p.fmts[s].v_i8 = isa == FusedIsa::kAvx512Int8V && p.fmts[s].rotated && p.fmts[s].row.v_i8 &&
+                     fused::value_i8_supported(p.fmts[s].v_bits, d);
+    c.has_rot = c.has_rot || p.fmts[s].rotated;
     c.n_total += segs[s].n_kv;
   }
-  const int64_t n_base = a.n_q * nkv;
-  const int n_threads = pool.n_threads();
+  p.n_base = a.n_q * nkv;
   int64_t lo_last = 0, hi_last = 0;
   key_range(c, a.n_q - 1, &lo_last, &hi_last);
   // Split the keys (flash-decoding) only when tasks are too few to fill the pool;
   // each split keeps >= 256 keys so the merge stays cheap.
-  int n_split = 1;
-  if (n_base < 2 * n_threads) {
-    const int64_t want = (2 * n_threads + n_base - 1) / n_base;
-    n_split =
+  p.n_split = 1;
+  if (p.n_base < 2 * n_threads) {
+    const int64_t want = (2 * n_threads + p.n_base - 1) / p.n_base;
+    p.n_split =
         static_cast<int>(std::clamp<int64_t>(std::min(want, (hi_last - lo_last) / 256), 1, 64));
   }
-  // Small calls run on the caller's thread: waking workers costs more than the
-  // work itself (~40 µs of keys x dims on one core).
-  const int64_t work = a.n_q * nkv * (hi_last - lo_last) * d;
-  const bool inline_run = work < kMinParallelElems;
-  if (inline_run) n_split = 1;
-  if (n_split == 1) {
-    const auto body = [&](int, int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t i = t / nkv;
-        const int kh = static_cast<int>(t % nkv);
-        State st = t_scratch.state(G, d);
-        reset(st, G, d);
-        int64_t lo, hi;
-        key_range(c, i, &lo, &hi);
-        run_range(c, i, kh, lo, hi, st);
-        finalize(c, i, kh, st);
-      }
-    };
-    if (inline_run) {
-      body(0, 0, n_base);
-    } else {
-      pool.parallel_for(n_base, body);
-    }
+  p.work = a.n_q * nkv * (hi_last - lo_last) * d;
+  // A call small enough to run on one thread (below) is not split either.
+  if (p.work < kMinParallelElems) p.n_split = 1;
+}
+
+// Phase-one task t of p: a whole (query, kv head) row into the output, or one split's
+// partial into parts.
+void run_task(const Plan& p, int64_t t, float* parts) {
+  const Ctx& c = p.c;
+  const int G = c.group, d = c.head_dim;
+  const int64_t base = t / p.n_split;
+  const int sp = static_cast<int>(t % p.n_split);
+  const int64_t i = base / c.n_kv_heads;
+  const int kh = static_cast<int>(base % c.n_kv_heads);
+  State st = t_scratch.state(G, d);
+  reset(st, G, d);
+  int64_t lo, hi;
+  key_range(c, i, &lo, &hi);
+  if (p.n_split == 1) {
+    p.run_range(c, i, kh, lo, hi, st);
+    finalize(c, i, kh, st);
     return;
   }
+  const int64_t chunk = ((hi - lo + p.n_split - 1) / p.n_split + kBlock - 1) / kBlock * kBlock;
+  const int64_t j0 = lo + sp * chunk, j1 = std::min(hi, j0 + chunk);
+  if (j0 < j1) p.run_range(c, i, kh, j0, j1, st);
+  store_partial(st, G, d, parts + p.part0 + static_cast<size_t>(t) * partial_floats(G, d));
+}
+
+// Phase two of a split call: merge (query, kv head) row `base` and write it out.
+void merge_task(const Plan& p, int64_t base, const float* parts) {
+  const int G = p.c.group, d = p.c.head_dim;
   const size_t pf = partial_floats(G, d);
-  std::vector<float> parts(static_cast<size_t>(n_base * n_split) * pf);
-  pool.parallel_for(n_base * n_split, [&](int, int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t base = t / n_split;
-      const int sp = static_cast<int>(t % n_split);
-      const int64_t i = base / nkv;
-      const int kh = static_cast<int>(base % nkv);
-      State st = t_scratch.state(G, d);
-      reset(st, G, d);
-      int64_t lo, hi;
-      key_range(c, i, &lo, &hi);
-      const int64_t chunk = ((hi - lo + n_split - 1) / n_split + kBlock - 1) / kBlock * kBlock;
-      const int64_t j0 = lo + sp * chunk, j1 = std::min(hi, j0 + chunk);
-      if (j0 < j1) run_range(c, i, kh, j0, j1, st);
-      store_partial(st, G, d, parts.data() + static_cast<size_t>(t) * pf);
+  State st = t_scratch.state(G, d);
+  merge_partials(parts + p.part0 + static_cast<size_t>(base * p.n_split) * pf, p.n_split, G, d, st);
+  finalize(p.c, base / p.c.n_kv_heads, static_cast<int>(base % p.c.n_kv_heads), st);
+}
+
+// Index of the plan holding batch task t (plans in task order).
+size_t plan_of(const std::vector<Plan>& plans, int64_t t) {
+  size_t lo = 0, hi = plans.size();
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    (plans[mid].task0 <= t ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
+                               ThreadPool& pool, FusedIsa isa) {
+  const FusedCall fc{segs, n_segs, a};
+  attention_paged_fused_cpu_batch(&fc, 1, pool, isa);
+}
+
+void attention_paged_fused_cpu_batch(const FusedCall* calls, int n_calls, ThreadPool& pool,
+                                     FusedIsa isa) {
+  if (n_calls <= 0) return;
+  std::vector<Plan> plans(static_cast<size_t>(n_calls));  // never resized: Ctx points into it
+  int64_t n_tasks = 0, work = 0;
+  size_t n_parts = 0;
+  std::vector<int64_t> merge0;  // first phase-two task of each split plan
+  int64_t n_merges = 0;
+  for (int k = 0; k < n_calls; ++k) {
+    Plan& p = plans[static_cast<size_t>(k)];
+    make_plan(calls[k], pool.n_threads(), isa, p);
+    p.task0 = n_tasks;
+    n_tasks += p.n_tasks();
+    work += p.work;
+    if (p.n_split > 1) {
+      p.part0 = n_parts;
+      n_parts += static_cast<size_t>(p.n_tasks()) * partial_floats(p.c.group, p.c.head_dim);
     }
-  });
-  pool.parallel_for(n_base, [&](int, int64_t b, int64_t e) {
+  }
+  std::vector<float> parts(n_parts);
+  std::vector<size_t> split_plans;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    if (plans[k].n_split == 1) continue;
+    split_plans.push_back(k);
+    merge0.push_back(n_merges);
+    n_merges += plans[k].n_base;
+  }
+  const auto phase1 = [&](int, int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      State st = t_scratch.state(G, d);
-      merge_partials(parts.data() + static_cast<size_t>(t * n_split) * pf, n_split, G, d, st);
-      finalize(c, t / nkv, static_cast<int>(t % nkv), st);
+      const Plan& p = plans[plan_of(plans, t)];
+      run_task(p, t - p.task0, parts.data());
     }
-  });
+  };
+  const auto phase2 = [&](int, int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const size_t m = static_cast<size_t>(std::upper_bound(merge0.begin(), merge0.end(), t) -
+                                           merge0.begin() - 1);
+      merge_task(plans[split_plans[m]], t - merge0[m], parts.data());
+    }
+  };
+  // Small batches run on the caller's thread: waking workers costs more than the
+  // work itself (~40 µs of keys x dims on one core).
+  if (work < kMinParallelElems) {
+    phase1(0, 0, n_tasks);
+    phase2(0, 0, n_merges);
+    return;
+  }
+  // One call: even ranges (its tasks are alike). Several (sequences of different
+  // lengths, decode rows beside prefill chunks): tasks handed out one at a time.
+  if (n_calls == 1)
+    pool.parallel_for(n_tasks, phase1);
+  else
+    pool.parallel_for_dynamic(n_tasks, 1, phase1);
+  if (n_merges > 0) pool.parallel_for(n_merges, phase2);
 }
 
 }  // namespace tkv::kernels

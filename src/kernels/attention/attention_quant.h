@@ -52,5 +52,16 @@ bool fused_int8_values(const KvSegmentView& seg);
 void fused_int8_query_rows(const float* q, int64_t n_rows, int head_dim, float* out);
 void attention_paged_fused_cpu(const KvSegmentView* segs, int n_segs, const AttnArgs& a,
                                ThreadPool& pool, FusedIsa isa = FusedIsa::kAuto);
+// Several calls (one per sequence of a batched step) in one pass over the pool: every
+// call's (query, kv head[, split]) tasks are handed out together, so a step of many
+// short decode rows pays two pool barriers instead of two per call. Each call is split
+// and computed exactly as attention_paged_fused_cpu would alone (same floats).
+struct FusedCall {
+  const KvSegmentView* segs = nullptr;
+  int n_segs = 0;
+  AttnArgs a;
+};
+void attention_paged_fused_cpu_batch(const FusedCall* calls, int n_calls, ThreadPool& pool,
+                                     FusedIsa isa = FusedIsa::kAuto);
 
 }  // namespace tkv::kernels

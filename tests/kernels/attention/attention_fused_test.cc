@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kernels/attention/attention_fused_bound.h"
@@ -198,6 +199,58 @@ TEST(AttentionFused, SlidingWindowWithReleasedPages) {
   for (int d : {64, 256})
     for (const Scheme& sc : loop_schemes(d))
       for (int64_t window : {1, 5, 33, 512}) run_case(sc, {d, 1, 4, 700, 4, window, 0, 16}, pool);
+}
+
+// A batch of calls (one per sequence of a batched step: decode rows over contexts that
+// do and do not split, a prefill chunk, a window) gives every call the floats it gets
+// alone: the batch driver changes who runs a task, never how a call splits or merges.
+TEST(AttentionFused, BatchEqualsEachCallAlone) {
+  ThreadPool pool(2);
+  struct Call {
+    int64_t n_ctx, n_q, window;
+  };
+  const Call calls[] = {{1, 1, 0},    {65, 1, 0},   {600, 1, 0}, {4097, 1, 0},
+                        {129, 63, 0}, {700, 1, 33}, {2000, 2, 0}};
+  for (int d : {64, 128})
+    for (const Scheme& sc : all_schemes(d)) {
+      if (!(sc.is_float || sc.name == "affine8" || sc.name == "turbo:k8v3" ||
+            sc.name == "turbo:k4v3" || sc.name == "turbo:k8sv4a" || sc.name == "turbo:k8v8"))
+        continue;
+      const int nkv = 2, group = 3, n_heads = nkv * group;
+      std::mt19937 rng(static_cast<uint32_t>(d));
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<SegStore> store(std::size(calls));
+      std::vector<std::vector<float>> q(std::size(calls)), alone(std::size(calls)),
+          batched(std::size(calls));
+      std::vector<FusedCall> fc(std::size(calls));
+      for (size_t i = 0; i < std::size(calls); ++i) {
+        const Call& c = calls[i];
+        std::vector<float> k(static_cast<size_t>(c.n_ctx * nkv * d)), v(k.size());
+        for (size_t j = 0; j < k.size(); ++j) k[j] = nd(rng), v[j] = nd(rng);
+        build_segment(store[i], sc.is_float, sc.s, d, nkv, 64, 0, c.n_ctx, k.data(), v.data(),
+                      static_cast<uint32_t>(i));
+        q[i].resize(static_cast<size_t>(c.n_q * n_heads * d));
+        for (auto& x : q[i]) x = nd(rng);
+        alone[i].assign(q[i].size(), NAN);
+        batched[i].assign(q[i].size(), NAN);
+        AttnArgs a{q[i].data(),
+                   alone[i].data(),
+                   c.n_q,
+                   n_heads,
+                   c.n_ctx - c.n_q,
+                   c.window,
+                   1.0f / std::sqrt(static_cast<float>(d))};
+        attention_paged_fused_cpu(&store[i].view, 1, a, pool);
+        a.out = batched[i].data();
+        fc[i] = {&store[i].view, 1, a};
+      }
+      attention_paged_fused_cpu_batch(fc.data(), static_cast<int>(fc.size()), pool);
+      for (size_t i = 0; i < std::size(calls); ++i)
+        EXPECT_EQ(std::memcmp(alone[i].data(), batched[i].data(), alone[i].size() * sizeof(float)),
+                  0)
+            << sc.name << " d " << d << " call " << i << " (ctx " << calls[i].n_ctx << ", n_q "
+            << calls[i].n_q << ")";
+    }
 }
 
 // Attention is linear in V: un-rotating the p-weighted sum of rotated rows once
