@@ -78,6 +78,17 @@ void verify(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnCheckLog*
   if (log) log->record(a, err, mag, err32, mag32, over);
 }
 
+// The queries as the keys are stored: where the keys are stored rotated
+// (quant/kv_rotation.h), a rotated copy in buf; else a.q itself.
+const float* query_for(const kernels::AttnArgs& a, const kernels::KvView& kv,
+                       std::vector<float>& buf) {
+  if (!kv.segs[0].format.scheme.k_rotated) return a.q;
+  const int d = kv.segs[0].format.head_dim();
+  buf.assign(a.q, a.q + static_cast<size_t>(a.n_q) * a.n_heads * d);
+  quant::rotate_key_rows(buf.data(), a.n_q * a.n_heads, d);
+  return buf.data();
+}
+
 Status attention_cpu(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnMode mode,
                      AttnCheckLog* check, ThreadPool& pool) {
   if (mode == AttnMode::kReference) {
@@ -126,17 +137,12 @@ Status attention(const kernels::AttnArgs& a, const kernels::KvView& kv, AttnMode
     return make_error(StatusCode::kUnimplemented, "[ops] attention: backend {} not available",
                       backend_name(backend));
   switch (backend) {
-    case Backend::kCpu:
-      if (kv.segs[0].format.scheme.k_rotated) {
-        // Keys stored rotated (quant/kv_rotation.h): the queries meet them rotated alike.
-        const int d = kv.segs[0].format.head_dim();
-        std::vector<float> q(a.q, a.q + static_cast<size_t>(a.n_q) * a.n_heads * d);
-        quant::rotate_key_rows(q.data(), a.n_q * a.n_heads, d);
-        kernels::AttnArgs r = a;
-        r.q = q.data();
-        return attention_cpu(r, kv, mode, check, pool);
-      }
-      return attention_cpu(a, kv, mode, check, pool);
+    case Backend::kCpu: {
+      std::vector<float> q_rot;
+      kernels::AttnArgs r = a;
+      r.q = query_for(a, kv, q_rot);
+      return attention_cpu(r, kv, mode, check, pool);
+    }
     case Backend::kCuda:
       // The CUDA decode kernels read device pools (kernels/attention_cuda); a
       // cache with device pages arrives with the GPU issue, and dispatches here.
@@ -155,24 +161,12 @@ Status attention_batch(const kernels::AttnArgs* a, const kernels::KvView* kv, in
       TKV_RETURN_IF_ERROR(attention(a[i], kv[i], mode, check, pool, backend));
     return Status();
   }
-  // Rotated keys: every call's queries rotated alike, into one buffer.
-  std::vector<size_t> q_off(static_cast<size_t>(n) + 1, 0);
-  for (int i = 0; i < n; ++i) {
-    const bool rot = kv[i].segs[0].format.scheme.k_rotated;
-    const size_t len = static_cast<size_t>(a[i].n_q) * static_cast<size_t>(a[i].n_heads) *
-                       static_cast<size_t>(kv[i].segs[0].format.head_dim());
-    q_off[static_cast<size_t>(i) + 1] = q_off[static_cast<size_t>(i)] + (rot ? len : 0);
-  }
-  std::vector<float> q_rot(q_off.back());
+  std::vector<std::vector<float>> q_rot(static_cast<size_t>(n));
   std::vector<kernels::FusedCall> calls(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     const size_t k = static_cast<size_t>(i);
     calls[k] = {kv[i].segs, kv[i].n_segs, a[i]};
-    if (q_off[k + 1] == q_off[k]) continue;
-    float* q = q_rot.data() + q_off[k];
-    std::copy(a[i].q, a[i].q + (q_off[k + 1] - q_off[k]), q);
-    quant::rotate_key_rows(q, a[i].n_q * a[i].n_heads, kv[i].segs[0].format.head_dim());
-    calls[k].a.q = q;
+    calls[k].a.q = query_for(a[i], kv[i], q_rot[k]);
   }
   kernels::attention_paged_fused_cpu_batch(calls.data(), n, pool);
   return Status();
