@@ -1,6 +1,8 @@
 // Public <-> runtime type mapping (see convert.h) and finish_reason_name.
 #include "api/convert.h"
 
+#include "runtime/kv_auto.h"
+
 namespace turbokv {
 
 const char* finish_reason_name(FinishReason r) {
@@ -39,10 +41,38 @@ const char* device_name(Device d) {
 namespace detail {
 namespace rt = tkv::runtime;
 
+tkv::quant::KvScheme to_scheme(const KvConfig& c) {
+  namespace q = tkv::quant;
+  q::KvScheme s{q::KvKind::kBf16, 16, 16, 128};  // head_dim: the cache takes the model's
+  switch (c.kind) {
+    case KvConfig::Kind::kBf16:
+    case KvConfig::Kind::kAuto:  // picked at load (LoopOptions::kv_auto_bits)
+      return s;
+    case KvConfig::Kind::kF16:
+      s.kind = q::KvKind::kF16;
+      return s;
+    case KvConfig::Kind::kAffine:
+      s.kind = q::KvKind::kAffine;
+      break;
+    case KvConfig::Kind::kTurbo:
+      s.kind = q::KvKind::kTurbo;
+      break;
+  }
+  s.k_bits = c.key_bits;
+  s.v_bits = c.value_bits;
+  s.k_rotated = c.rotated_keys;
+  s.k_symmetric = c.symmetric_keys;
+  s.v_mse_scale = c.fitted_value_scale;
+  s.v_absmax = c.absmax_values;
+  return s;
+}
+
 rt::LoopOptions to_runtime(const EngineConfig& c) {
   rt::LoopOptions o;
   o.model_path = c.model_path;
-  o.cache.scheme = c.kv.to_string();  // kvcache still takes the canonical spelling
+  o.cache.scheme = to_scheme(c.kv);
+  if (c.kv.kind == KvConfig::Kind::kAuto)
+    o.kv_auto_bits = c.kv.auto_bits > 0 ? c.kv.auto_bits : tkv::runtime::kAutoKvDefaultBits;
   o.cache.page_size = c.page_size;
   o.cache.quant_start = c.quant_start;
   o.cache.swa_bf16 = c.swa_bf16;

@@ -7,6 +7,9 @@
 
 namespace turbokv::detail {
 
+// The cache scheme of a parsed --kv-quant (bf16 for auto, which the engine picks at load);
+// head_dim is the cache's to set.
+tkv::quant::KvScheme to_scheme(const KvConfig& c);
 tkv::runtime::LoopOptions to_runtime(const EngineConfig& c);
 // r's prompt (tokens, already resolved from messages) goes to `prompt`.
 tkv::runtime::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt);

@@ -43,8 +43,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   impl->tok_impl.tok = &impl->loop->tokenizer();
   // The scheme was accepted for this head_dim when the cache was built.
   // (--kv-quant auto: the scheme the engine picked)
-  auto scheme = tkv::quant::parse_kv_scheme(impl->loop->kv_scheme(), c.head_dim);
-  if (scheme.ok()) impl->format_bits = tkv::quant::kv_bits_per_element(scheme.value());
+  const tkv::quant::KvScheme& scheme = impl->loop->kv_scheme();
+  // bf16/f16 rows take any head_dim % 8 == 0, which the row-layout helpers do not.
+  impl->format_bits = scheme.is_float() ? 16 : tkv::quant::kv_bits_per_element(scheme);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

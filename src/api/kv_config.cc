@@ -18,13 +18,11 @@ Result<KvConfig> KvConfig::parse(std::string_view text) {
     if (text != "auto") {
       TKV_ASSIGN_OR_RETURN(c.auto_bits, tkv::runtime::auto_kv_budget(text));
       // A budget some scheme fits (the fallback table's smallest takes 3.75 bits).
-      TKV_RETURN_IF_ERROR(tkv::runtime::pick_auto_kv_scheme(text, "", 128).status());
+      TKV_RETURN_IF_ERROR(tkv::runtime::pick_auto_kv_scheme(c.auto_bits, "", 128).status());
     }
     return c;
   }
-  TKV_RETURN_IF_ERROR(tkv::kv::check_kv_scheme_syntax(std::string(text)));
-  // head_dim 128 suits every scheme: only the spelling matters here.
-  TKV_ASSIGN_OR_RETURN(const tkv::quant::KvScheme s, tkv::quant::parse_kv_scheme(text, 128));
+  TKV_ASSIGN_OR_RETURN(const tkv::quant::KvScheme s, tkv::kv::parse_kv_quant(text));
   KvConfig c;
   switch (s.kind) {
     case tkv::quant::KvKind::kBf16:

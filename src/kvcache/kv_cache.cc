@@ -1,4 +1,4 @@
-// create_cache: the single place that maps a --kv-quant scheme string to a cache
+// create_cache: the single place that maps a --kv-quant scheme to a cache
 // implementation, plus the one parser of the --kv-* flag values and the memory
 // model behind `turbokv bench --kv-report`.
 #include "kvcache/kv_cache.h"
@@ -8,12 +8,11 @@
 
 namespace tkv::kv {
 
-Status check_kv_scheme_syntax(const std::string& scheme) {
-  if (scheme == "bf16" || scheme == "f16") return Status();
+Result<quant::KvScheme> parse_kv_quant(std::string_view text) {
   // head_dim 128 is valid for every scheme: only the spelling is checked here.
-  auto r = quant::parse_kv_scheme(scheme, 128);
+  auto r = quant::parse_kv_scheme(text, 128);
   if (!r.ok()) return invalid_argument("[kvcache] bad --kv-quant: {}", r.status().message());
-  return Status();
+  return r;
 }
 
 Result<bool> parse_swa_mode(const std::string& text) {

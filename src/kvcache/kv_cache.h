@@ -14,6 +14,7 @@
 #include "kernels/attention/kv_page.h"
 #include "kvcache/kv_store.h"
 #include "kvcache/prefix_event.h"
+#include "quant/kv_scheme.h"
 
 namespace tkv::kv {
 
@@ -25,9 +26,10 @@ struct KvShape {
 };
 
 struct CacheOptions {
-  std::string scheme = "bf16";  // as given to --kv-quant
-  int page_size = 64;           // tokens per page
-  int64_t max_tokens = 4096;    // pool capacity in tokens (all sequences together)
+  // --kv-quant, parsed (parse_kv_quant); its head_dim is replaced by the model's.
+  quant::KvScheme scheme{quant::KvKind::kBf16, 16, 16, 128};
+  int page_size = 64;         // tokens per page
+  int64_t max_tokens = 4096;  // pool capacity in tokens (all sequences together)
   int max_seqs = 8;
   int64_t quant_start = 0;          // --kv-quant-start: positions < quant_start stay bf16
   bool swa_bf16 = false;            // --kv-quant-swa bf16: sliding-window layers stay bf16
@@ -59,9 +61,9 @@ constexpr int kMaxCacheSeqs = 4096;
 // MemAvailable cannot be read.
 size_t default_kv_budget(size_t reserved_bytes);
 
-// The one parser of the --kv-* flag values; errors list the valid forms.
-// Scheme syntax only (head_dim is checked when the cache is built for a model).
-Status check_kv_scheme_syntax(const std::string& scheme);
+// The one parser of the --kv-* flag values; errors list the valid forms. The scheme's
+// spelling only: head_dim (set to 128 here) is checked when the cache is built for a model.
+Result<quant::KvScheme> parse_kv_quant(std::string_view text);
 Result<bool> parse_swa_mode(const std::string& text);  // "quant" -> false | "bf16" -> true
 
 // Memory model of a cache: bytes per token over all layers (sliding-window layers

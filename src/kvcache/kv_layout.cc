@@ -111,21 +111,19 @@ Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& 
   if (shape.head_dim % 8 != 0 || shape.head_dim > 512)
     return invalid_argument(
         "[kvcache] head_dim {} unsupported (needs a multiple of 8, at most 512)", shape.head_dim);
-  TKV_RETURN_IF_ERROR(check_kv_scheme_syntax(o.scheme));
   // bf16 / f16: plain 16-bit float rows (any head_dim % 8 == 0); scheme.kind says which.
-  const bool is_float = o.scheme == "bf16" || o.scheme == "f16";
-  quant::KvScheme scheme;
-  if (o.scheme == "f16") scheme = {quant::KvKind::kF16, 16, 16, shape.head_dim};
-  if (!is_float) {
-    auto r = quant::parse_kv_scheme(o.scheme, shape.head_dim);
-    if (!r.ok())
-      return invalid_argument(
-          "[kvcache] --kv-quant {} needs a full-attention head_dim in {{64, 128, 256, 512}}; this "
-          "model has head_dim {} "
-          "(use --kv-quant bf16)",
-          o.scheme, shape.head_dim);
-    scheme = r.value();
-  }
+  quant::KvScheme scheme = o.scheme;
+  scheme.head_dim = 128;  // every scheme's widths and flags are valid at 128
+  if (Status st = quant::validate_kv_scheme(scheme); !st.ok())
+    return invalid_argument("[kvcache] bad --kv-quant: {}", st.message());
+  scheme.head_dim = shape.head_dim;
+  const bool is_float = scheme.is_float();
+  if (!is_float && !quant::validate_kv_scheme(scheme).ok())
+    return invalid_argument(
+        "[kvcache] --kv-quant {} needs a full-attention head_dim in {{64, 128, 256, 512}}; this "
+        "model has head_dim {} "
+        "(use --kv-quant bf16)",
+        quant::kv_scheme_name(scheme), shape.head_dim);
   CacheLayout lay;
   lay.layer_slots.resize(static_cast<size_t>(shape.n_layers));
   std::vector<int> full, local;
@@ -141,7 +139,7 @@ Result<CacheLayout> plan_cache_layout(const KvShape& shape, const CacheOptions& 
     TKV_RETURN_IF_ERROR(add_group(lay, shape, o, local, window, is_float || swa_bf16, scheme));
   if (full.empty()) lay.capacity_tokens = o.max_tokens;
   lay.swa_bf16_warning = swa_bf16 && !local.empty();
-  lay.name = is_float ? o.scheme : quant::kv_scheme_name(scheme);
+  lay.name = quant::kv_scheme_name(scheme);
   if (!is_float && o.quant_start > 0) lay.name += fmt::format("+bf16<{}", o.quant_start);
   if (lay.swa_bf16_warning) lay.name += "+swa-bf16";
   return lay;

@@ -9,7 +9,7 @@
 
 namespace tkv::kv {
 
-// Builds the paged cache; the scheme string must already be a valid --kv-quant value.
+// Builds the paged cache for opts (plan_cache_layout validates them first).
 Result<std::unique_ptr<KvCache>> create_paged_cache(const KvShape& shape, const CacheOptions& opts);
 
 }  // namespace tkv::kv

@@ -32,8 +32,8 @@ void prefix_block_keys(uint64_t ns, const int32_t* tokens, int64_t n_blocks, int
 uint64_t make_prefix_namespace(const std::string& model_identity, const CacheOptions& opts,
                                bool key_center) {
   const std::string id =
-      fmt::format("{}\n{}\nquant_start={}\nswa_bf16={}\nkey_center={}", model_identity, opts.scheme,
-                  opts.quant_start, opts.swa_bf16, key_center);
+      fmt::format("{}\n{}\nquant_start={}\nswa_bf16={}\nkey_center={}", model_identity,
+                  quant::kv_scheme_name(opts.scheme), opts.quant_start, opts.swa_bf16, key_center);
   const uint64_t h = XXH3_64bits(id.data(), id.size());
   return h != 0 ? h : 1;
 }

@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "base/timer.h"
-#include "runtime/kv_auto.h"
 
 namespace tkv::runtime {
 
@@ -39,8 +38,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   e->model_->set_attn_mode(opts.attn);
   TKV_ASSIGN_OR_RETURN(e->tok_, tok::Tokenizer::from_gguf(e->model_->gguf()));
   kv::CacheOptions co = opts.cache;
-  TKV_ASSIGN_OR_RETURN(co.scheme, resolve_kv_scheme(co.scheme, e->model_->config().arch,
-                                                    e->model_->config().head_dim, opts.model_path));
   co.budget_bytes = opts.kv_budget_bytes > 0 ? opts.kv_budget_bytes
                                              : kv::default_kv_budget(e->model_->gguf().file_size());
   TKV_ASSIGN_OR_RETURN(e->cache_, kv::create_cache(e->model_->kv_shape(), co));

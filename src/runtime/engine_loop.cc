@@ -52,9 +52,11 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   const std::string& mname = e->model_->config().name;
   const std::string name = mname.empty() ? o.model_path : mname + " (" + o.model_path + ")";
   kv::CacheOptions base = o.cache;
-  TKV_ASSIGN_OR_RETURN(base.scheme, resolve_kv_scheme(base.scheme, e->model_->config().arch,
-                                                      e->model_->config().head_dim, name,
-                                                      o.backend == ops::Backend::kCuda));
+  TKV_ASSIGN_OR_RETURN(
+      base.scheme,
+      resolve_kv_scheme(base.scheme, o.kv_auto_bits, e->model_->config().arch,
+                        e->model_->config().head_dim, name, o.backend == ops::Backend::kCuda));
+  base.scheme.head_dim = e->model_->config().head_dim;
   e->opts_.cache.scheme = base.scheme;
   base.budget_bytes = o.kv_budget_bytes;
   // Within one process the file's path and size name the model well enough; the
@@ -91,8 +93,8 @@ Result<std::unique_ptr<EngineLoop>> EngineLoop::create(const LoopOptions& o) {
   e->pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : std::max(hw, 1));
   if (!o.draft_model_path.empty()) {
     TKV_ASSIGN_OR_RETURN(
-        e->draft_, spec::DraftModel::load(o.draft_model_path, *e->tok_, o.cache.scheme, o.context,
-                                          o.max_seqs, e->pool_.get()));
+        e->draft_, spec::DraftModel::load(o.draft_model_path, *e->tok_, o.cache.scheme,
+                                          o.kv_auto_bits, o.context, o.max_seqs, e->pool_.get()));
   }
   e->thread_ = std::thread([p = e.get()] { p->run(); });
   return e;

@@ -32,7 +32,10 @@ namespace tkv::runtime {
 
 struct LoopOptions {
   std::string model_path;
-  kv::CacheOptions cache;                      // scheme, page_size, quant_start, swa_bf16
+  kv::CacheOptions cache;  // scheme, page_size, quant_start, swa_bf16
+  // --kv-quant auto[:BITS]: > 0 picks cache.scheme at load (runtime/kv_auto.h) within
+  // this many stored bits per element; 0 = cache.scheme as given.
+  double kv_auto_bits = 0;
   ops::AttnMode attn = ops::AttnMode::kFused;  // --kv-attn
   int64_t context = 4096;                      // most tokens one sequence holds (prompt + output)
   int max_seqs = 8;                            // sequences running at once
@@ -45,7 +48,8 @@ struct LoopOptions {
   std::string prompt_cache_dir;
   int64_t prompt_cache_bytes = int64_t{4} << 30;
   // Speculative decoding with a draft model (requests with spec::Kind::kDraft):
-  // a GGUF with the target's tokenizer; its cache uses cache.scheme. Empty = none.
+  // a GGUF with the target's tokenizer; its cache uses cache.scheme (or its own auto
+  // pick). Empty = none.
   std::string draft_model_path;
   // Prefix-index changes (serve --kv-events): called on the engine thread after
   // each step that changed the index, with that step's events in order. Must
@@ -93,7 +97,8 @@ class EngineLoop {
   const tok::Tokenizer& tokenizer() const { return *tok_; }
   const kv::KvCache& cache() const { return *cache_; }
   // The --kv-quant scheme the cache was built with (auto resolved for this model).
-  const std::string& kv_scheme() const { return opts_.cache.scheme; }
+  // The cache's scheme at the model's head_dim (--kv-quant auto: the pick).
+  const quant::KvScheme& kv_scheme() const { return opts_.cache.scheme; }
   int64_t context() const { return opts_.context; }
   int64_t pool_tokens() const { return pool_tokens_; }
   // Bytes n tokens of one sequence take in this cache (kv_sizing.h).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "base/log.h"
@@ -11,8 +12,6 @@
 
 namespace tkv::runtime {
 namespace {
-
-constexpr double kDefaultBits = 6.25;  // `turbo` (k8v3)
 
 struct Measured {
   const char* scheme;
@@ -141,7 +140,7 @@ ArchTable fallback_table() {
 }  // namespace
 
 Result<double> auto_kv_budget(std::string_view s) {
-  if (s == "auto") return kDefaultBits;
+  if (s == "auto") return kAutoKvDefaultBits;
   const std::string_view num = s.substr(5);  // after "auto:"
   double v = 0;
   const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
@@ -154,15 +153,14 @@ bool is_auto_kv_scheme(std::string_view scheme) {
   return scheme == "auto" || scheme.substr(0, 5) == "auto:";
 }
 
-Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::string& arch,
-                                       int head_dim, bool cuda) {
-  TKV_ASSIGN_OR_RETURN(const double budget, auto_kv_budget(scheme));
+Result<KvAutoPick> pick_auto_kv_scheme(double budget, const std::string& arch, int head_dim,
+                                       bool cuda) {
   const ArchTable* table = nullptr;
   for (const ArchTable& t : tables())
     if (arch == t.arch) table = &t;
   const ArchTable fb = table ? ArchTable{} : fallback_table();
   if (!table) table = &fb;
-  KvAutoPick best;
+  std::optional<KvAutoPick> best;
   double least_bits = 1e9;
   for (const Measured& m : table->rows) {
     auto s = quant::parse_kv_scheme(m.scheme, head_dim);
@@ -172,26 +170,28 @@ Result<KvAutoPick> pick_auto_kv_scheme(std::string_view scheme, const std::strin
     const double bits = quant::kv_bits_per_element(s.value());
     least_bits = std::min(least_bits, bits);
     if (bits > budget + 1e-9) continue;
-    if (best.scheme.empty() || m.kl < best.kl || (m.kl == best.kl && bits < best.bits))
-      best = {m.scheme, bits, m.kl, table->model};
+    if (!best || m.kl < best->kl || (m.kl == best->kl && bits < best->bits))
+      best = KvAutoPick{s.value(), bits, m.kl, table->model};
   }
-  if (best.scheme.empty())
+  if (!best)
     return invalid_argument(
-        "[kv] --kv-quant {}: no measured scheme{} fits {} bits per element at head_dim {} (the "
-        "smallest takes {:.2f})",
-        scheme, cuda ? " on CUDA" : "", budget, head_dim, least_bits);
-  return best;
+        "[kv] --kv-quant auto:{}: no measured scheme{} fits {} bits per element at head_dim {} "
+        "(the smallest takes {:.2f})",
+        budget, cuda ? " on CUDA" : "", budget, head_dim, least_bits);
+  return *best;
 }
 
-Result<std::string> resolve_kv_scheme(const std::string& scheme, const std::string& arch,
-                                      int head_dim, const std::string& who, bool cuda) {
-  if (!is_auto_kv_scheme(scheme)) return scheme;
-  TKV_ASSIGN_OR_RETURN(const KvAutoPick p, pick_auto_kv_scheme(scheme, arch, head_dim, cuda));
+Result<quant::KvScheme> resolve_kv_scheme(const quant::KvScheme& fixed, double auto_bits,
+                                          const std::string& arch, int head_dim,
+                                          const std::string& who, bool cuda) {
+  if (auto_bits <= 0) return fixed;
+  TKV_ASSIGN_OR_RETURN(const KvAutoPick p, pick_auto_kv_scheme(auto_bits, arch, head_dim, cuda));
   // At the warning level, which is shown by default: the user asked for a choice and should
   // see it without raising the log level.
   TKV_LOG_WARN(
-      "[kv] --kv-quant {} for {} ({}): {}, {:.2f} bits per element, wikitext-512 KL {:.4f} {}",
-      scheme, who, arch, p.scheme, p.bits, p.kl,
+      "[kv] --kv-quant auto:{} for {} ({}): {}, {:.2f} bits per element, wikitext-512 KL {:.4f} "
+      "{}",
+      auto_bits, who, arch, quant::kv_scheme_name(p.scheme), p.bits, p.kl,
       p.measured_on.empty()
           ? "(worst measured over llama, gemma3 and qwen2: no table for " + arch + ")"
           : "measured on " + p.measured_on);

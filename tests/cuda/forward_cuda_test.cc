@@ -67,7 +67,7 @@ Engine make(const std::string& scheme, bool cuda, int max_seqs = 2) {
   EXPECT_TRUE(m.ok()) << m.status().message();
   e.m = std::move(m).value();
   kv::CacheOptions o;
-  o.scheme = scheme;
+  o.scheme = kv::parse_kv_quant(scheme).value();
   o.max_tokens = 1024;
   o.max_seqs = max_seqs;
   o.max_chunk_tokens = 512;
@@ -339,7 +339,8 @@ TEST(ForwardCudaTensorCores, Head128DecodeMatchesCpu) {
       auto m = model::Model::load(path);
       ASSERT_TRUE(m.ok()) << m.status().message();
       kv::CacheOptions o;
-      o.scheme = scheme, o.max_tokens = 512, o.max_seqs = 1, o.max_chunk_tokens = 256;
+      o.scheme = kv::parse_kv_quant(scheme).value(), o.max_tokens = 512, o.max_seqs = 1,
+      o.max_chunk_tokens = 256;
       o.budget_bytes = size_t{1} << 30;
       auto cache = kv::create_cache(m.value()->kv_shape(), o);
       ASSERT_TRUE(cache.ok());

@@ -23,7 +23,7 @@ tkv::kv::KvCache& fuzz_cache() {
     shape.head_dim = 64;
     shape.layer_window = {0, 0};
     tkv::kv::CacheOptions o;
-    o.scheme = "bf16";
+    o.scheme = tkv::kv::parse_kv_quant("bf16").value();
     o.page_size = 4;
     o.max_tokens = 64;
     o.max_seqs = 2;

@@ -46,8 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto tok = tkv::tok::Tokenizer::from_gguf(model.gguf());
   if (!tok.ok()) return must_name_component(tok.status()), 0;
   tkv::kv::CacheOptions opts;
-  static const char* kSchemes[] = {"bf16", "k8v4", "k4v2"};
-  opts.scheme = kSchemes[data[size - 1] % 3];
+  static const char* kSchemes[] = {"bf16", "turbo:k8v4", "turbo:k4v2"};
+  opts.scheme = tkv::kv::parse_kv_quant(kSchemes[data[size - 1] % 3]).value();
   opts.page_size = 16;
   opts.max_tokens = 64;
   opts.max_seqs = 1;

@@ -43,7 +43,7 @@ inline std::pair<std::vector<float>, std::vector<float>> attend_through_cache(
     const AttnData& x, const std::string& scheme, int64_t quant_start = 0) {
   KvShape shape{1, x.nkv, x.d, {0}};
   CacheOptions o;
-  o.scheme = scheme;
+  o.scheme = parse_kv_quant(scheme).value();
   o.page_size = 16;
   o.max_tokens = x.n + 16;
   o.max_chunk_tokens = x.n;

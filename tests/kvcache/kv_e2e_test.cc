@@ -36,7 +36,7 @@ std::unique_ptr<runtime::Engine> engine(const std::string& scheme,
   runtime::EngineOptions o;
   o.model_path = model_path();
   o.n_threads = 2;
-  o.cache.scheme = scheme;
+  o.cache.scheme = kv::parse_kv_quant(scheme).value();
   o.attn = path;
   o.cache.quant_start = quant_start;
   o.cache.max_tokens = 512;
@@ -260,14 +260,19 @@ TEST_F(KvE2e, FusedMatchesReferencePath) {
 
 TEST_F(KvE2e, BadKvQuantIsRefusedWithValidForms) {
   for (const char* bad : {"turbo:k9v3", "int8", "turbo:k8"}) {
-    runtime::EngineOptions o;
-    o.model_path = model_path();
-    o.cache.scheme = bad;
-    auto e = runtime::Engine::create(o);
-    ASSERT_FALSE(e.ok()) << bad;
-    EXPECT_NE(e.status().message().find("turbo:k<K>v<V>"), std::string::npos)
-        << e.status().message();
+    auto s = kv::parse_kv_quant(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("turbo:k<K>v<V>"), std::string::npos)
+        << s.status().message();
   }
+  // A typed scheme no parser would give is refused too, before the model is read.
+  runtime::EngineOptions o;
+  o.model_path = model_path();
+  o.cache.scheme = kv::parse_kv_quant("turbo").value();
+  o.cache.scheme.k_bits = 9;
+  auto e = runtime::Engine::create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("k_bits 9"), std::string::npos) << e.status().message();
 }
 
 }  // namespace

@@ -186,7 +186,7 @@ TEST(KvStore, CompatibilityNamesEachMismatch) {
 
 TEST(KvStore, ImportWithoutRoomChangesNothing) {
   CacheOptions o;
-  o.scheme = "turbo";
+  o.scheme = parse_kv_quant("turbo").value();
   o.page_size = 16;
   o.max_tokens = 64;
   o.max_seqs = 2;

@@ -29,7 +29,7 @@ Fixture make(const std::string& scheme, uint64_t ns = 42, int64_t quant_start = 
              int64_t window = 0, int64_t max_tokens = 64) {
   KvShape shape{kLayers, kHeads, kDim, {0, window}};
   CacheOptions o;
-  o.scheme = scheme;
+  o.scheme = parse_kv_quant(scheme).value();
   o.page_size = kPs;
   o.max_tokens = max_tokens;
   o.max_seqs = 4;

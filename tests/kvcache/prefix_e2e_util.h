@@ -18,7 +18,7 @@ inline std::unique_ptr<runtime::Engine> engine(const std::string& scheme) {
   runtime::EngineOptions o;
   o.model_path = testing::smollm2_path();
   o.n_threads = 2;
-  o.cache.scheme = scheme;
+  o.cache.scheme = kv::parse_kv_quant(scheme).value();
   o.cache.max_tokens = 8192;
   o.cache.max_seqs = 4;
   o.cache.prefix_namespace = kv::make_prefix_namespace(o.model_path, o.cache, o.key_center);

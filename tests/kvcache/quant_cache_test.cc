@@ -44,7 +44,7 @@ struct Rig {
   std::mt19937 rng{7};
 
   void make(CacheOptions o) {
-    o.scheme = scheme;
+    o.scheme = parse_kv_quant(scheme).value();
     o.quant_start = quant_start;
     KvShape shape{static_cast<int>(windows.size()), nkv, d, windows};
     auto a = create_cache(shape, o);
@@ -205,13 +205,13 @@ TEST(QuantCache, ForkTrimFreeAndPageReuse) {
 TEST(QuantCache, BytesPerTokenAndNames) {
   KvShape shape{2, 4, 128, {0, 0}};
   CacheOptions o;
-  o.scheme = "turbo";
+  o.scheme = parse_kv_quant("turbo").value();
   auto c = create_cache(shape, o);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c.value()->bytes_per_token(),
             2u * 4u * 200u);  // spec §1: k8v3 = 200 B per token per kv head at D=128
   EXPECT_EQ(c.value()->scheme_name(), "turbo:k8v3");
-  o.scheme = "bf16";
+  o.scheme = parse_kv_quant("bf16").value();
   EXPECT_EQ(create_cache(shape, o).value()->bytes_per_token(), 2u * 4u * 512u);
 }
 
@@ -219,21 +219,29 @@ TEST(QuantCache, BadSchemesAndHeadDims) {
   KvShape shape{1, 1, 64, {0}};
   CacheOptions o;
   for (const char* bad : {"turbo:k3v3", "turbo:k8v9", "q8", "", "turbo:", "16"}) {
-    o.scheme = bad;
-    auto c = create_cache(shape, o);
-    ASSERT_FALSE(c.ok()) << bad;
-    EXPECT_NE(c.status().message().find("turbo:k<K>v<V>"), std::string::npos)
-        << c.status().message();
-    EXPECT_FALSE(check_kv_scheme_syntax(bad).ok());
+    auto s = parse_kv_quant(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("turbo:k<K>v<V>"), std::string::npos)
+        << s.status().message();
   }
+  // Typed schemes the parser never gives are refused by the cache, naming the field.
+  o.scheme = parse_kv_quant("turbo").value();
+  o.scheme.v_bits = 7;
+  auto bad_bits = create_cache(shape, o);
+  ASSERT_FALSE(bad_bits.ok());
+  EXPECT_NE(bad_bits.status().message().find("v_bits 7"), std::string::npos)
+      << bad_bits.status().message();
+  o.scheme = parse_kv_quant("bf16").value();
+  o.scheme.v_absmax = true;
+  EXPECT_FALSE(create_cache(shape, o).ok());
   KvShape odd{1, 1, 80, {0}};
-  o.scheme = "turbo";
+  o.scheme = parse_kv_quant("turbo").value();
   auto c = create_cache(odd, o);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("head_dim 80"), std::string::npos) << c.status().message();
   EXPECT_NE(c.status().message().find("64, 128, 256, 512"), std::string::npos)
       << c.status().message();
-  o.scheme = "bf16";
+  o.scheme = parse_kv_quant("bf16").value();
   EXPECT_TRUE(create_cache(odd, o).ok());
   EXPECT_FALSE(parse_swa_mode("f16").ok());
 }
@@ -241,7 +249,7 @@ TEST(QuantCache, BadSchemesAndHeadDims) {
 TEST(QuantCache, MemoryModel) {
   KvShape shape{4, 2, 64, {0, 512, 0, 512}};
   CacheOptions o;
-  o.scheme = "turbo";
+  o.scheme = parse_kv_quant("turbo").value();
   const KvMemoryModel m = kv_memory_model(shape, o).value();
   const size_t row = 64 + 24 + 12;  // k8 + v3 + 3 fp16 per 32-group
   EXPECT_EQ(m.full_bytes_per_token, 2 * 2 * row);

@@ -23,7 +23,7 @@ inline KvShape small_shape() {
 
 inline std::unique_ptr<KvCache> make(const std::string& scheme, int64_t quant_start = 0) {
   CacheOptions o;
-  o.scheme = scheme;
+  o.scheme = parse_kv_quant(scheme).value();
   o.page_size = 16;
   o.max_tokens = 512;
   o.max_seqs = 4;

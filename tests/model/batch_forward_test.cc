@@ -42,7 +42,7 @@ TEST_P(BatchForward, RaggedBatchMatchesEachSequenceAlone) {
   const model::Model& md = *m.value();
   const int32_t nv = md.config().n_vocab;
   kv::CacheOptions o;
-  o.scheme = GetParam();
+  o.scheme = kv::parse_kv_quant(GetParam()).value();
   o.max_tokens = 1024;
   o.max_seqs = 8;
   o.max_chunk_tokens = 1024;

@@ -19,7 +19,7 @@ std::vector<float> logits_of(const std::string& scheme, bool center, const std::
   runtime::EngineOptions o;
   o.model_path = testing::qwen15_path();
   o.n_threads = 2;
-  o.cache.scheme = scheme;
+  o.cache.scheme = kv::parse_kv_quant(scheme).value();
   o.cache.max_tokens = 256;
   o.key_center = center;
   auto e = runtime::Engine::create(o);

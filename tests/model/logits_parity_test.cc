@@ -67,7 +67,7 @@ void check(const std::string& model, const std::string& name, const std::string&
   o.model_path = model;
   o.n_threads = 2;
   o.cache.max_tokens = ref.n_pos + 64;
-  o.cache.scheme = kv;
+  o.cache.scheme = kv::parse_kv_quant(kv).value();
   auto eng = runtime::Engine::create(o);
   ASSERT_TRUE(eng.ok()) << eng.status().message();
   auto& e = *eng.value();

@@ -13,7 +13,7 @@ std::unique_ptr<runtime::Engine> make(const std::string& scheme = "bf16") {
   runtime::EngineOptions o;
   o.model_path = testing::smollm2_path();
   o.n_threads = 2;
-  o.cache.scheme = scheme;
+  o.cache.scheme = kv::parse_kv_quant(scheme).value();
   o.cache.max_tokens = 1024;
   auto e = runtime::Engine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();

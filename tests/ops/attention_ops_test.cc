@@ -59,7 +59,7 @@ class OpsAttention : public ::testing::TestWithParam<Backend> {
 bool OpsAttention::run(const Case& c, ThreadPool& pool) {
   const int d = 64, nkv = 2, n_heads = nkv * c.group;
   kv::CacheOptions o;
-  o.scheme = c.scheme;
+  o.scheme = kv::parse_kv_quant(c.scheme).value();
   o.page_size = 16;
   o.max_tokens = c.n_ctx + 16;
   o.max_seqs = 1;

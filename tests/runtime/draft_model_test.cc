@@ -25,7 +25,8 @@ TEST(DraftModelDrafter, RejectedDraftsLeaveTheDraftCache) {
   ASSERT_TRUE(tok.ok());
   ThreadPool pool(2);
   for (const char* scheme : {"turbo", "bf16"}) {
-    auto dm = DraftModel::load(testing::smollm2_path(), *tok.value(), scheme, 256, 3, &pool);
+    auto dm = DraftModel::load(testing::smollm2_path(), *tok.value(),
+                               kv::parse_kv_quant(scheme).value(), 0, 256, 3, &pool);
     ASSERT_TRUE(dm.ok()) << dm.status().message();
     const std::vector<int32_t> a =
         tok.value()->encode("The river ran past the old mill", true, false);

@@ -35,7 +35,8 @@ Status check_vocab(const tok::Tokenizer& draft, const tok::Tokenizer& target,
 
 Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path,
                                                      const tok::Tokenizer& target_tok,
-                                                     const std::string& scheme, int64_t context,
+                                                     const quant::KvScheme& scheme,
+                                                     double auto_bits, int64_t context,
                                                      int max_seqs, ThreadPool* pool) {
   std::unique_ptr<DraftModel> d(new DraftModel());
   auto m = model::Model::load(path);
@@ -44,9 +45,9 @@ Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path,
   TKV_ASSIGN_OR_RETURN(auto tok, tok::Tokenizer::from_gguf(d->model_->gguf()));
   TKV_RETURN_IF_ERROR(check_vocab(*tok, target_tok, path));
   kv::CacheOptions o;
-  TKV_ASSIGN_OR_RETURN(
-      o.scheme, resolve_kv_scheme(scheme, d->model_->config().arch, d->model_->config().head_dim,
-                                  "the draft model " + path));
+  TKV_ASSIGN_OR_RETURN(o.scheme,
+                       resolve_kv_scheme(scheme, auto_bits, d->model_->config().arch,
+                                         d->model_->config().head_dim, "the draft model " + path));
   o.max_tokens = context * max_seqs;
   o.max_seqs = max_seqs;
   o.max_chunk_tokens = kChunk;

@@ -27,12 +27,12 @@ class DraftModel {
  public:
   // Loads path and refuses a draft whose vocabulary differs from the target's
   // (size, any token's text, bos/eos) with a message naming the first
-  // difference. The draft cache: `scheme`, room for max_seqs sequences of
-  // `context` tokens each.
+  // difference. The draft cache: `scheme` (auto_bits > 0: the auto pick for the draft's
+  // architecture), room for max_seqs sequences of `context` tokens each.
   static Result<std::unique_ptr<DraftModel>> load(const std::string& path,
                                                   const tok::Tokenizer& target_tok,
-                                                  const std::string& scheme, int64_t context,
-                                                  int max_seqs, ThreadPool* pool);
+                                                  const quant::KvScheme& scheme, double auto_bits,
+                                                  int64_t context, int max_seqs, ThreadPool* pool);
   const model::Model& model() const { return *model_; }
   kv::KvCache& cache() { return *cache_; }
   int64_t context() const { return context_; }
