@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "turbokv/status.h"
+
 namespace turbokv {
 
 struct ChatMessage {
@@ -27,6 +29,10 @@ struct SamplingParams {
   float presence_penalty = 0.0f;   // 0: off; [-2, 2]
   uint64_t seed = 0;
 };
+
+// The check submit runs, for callers that want to refuse bad values before loading a
+// model (the CLI): the message names the field, its value and its range.
+Status validate(const SamplingParams& p);
 
 // Speculative decoding: a drafter guesses the next tokens, the model checks
 // them all in one forward step and keeps those it would have produced itself

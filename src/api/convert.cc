@@ -1,4 +1,5 @@
-// Public <-> runtime type mapping (see convert.h) and finish_reason_name.
+// Public <-> runtime type mapping (see convert.h), finish_reason_name and the public
+// sampling check (turbokv::validate).
 #include "api/convert.h"
 
 #include "runtime/kv_auto.h"
@@ -115,18 +116,24 @@ std::vector<KvEvent> to_public(std::vector<tkv::kv::PrefixEvent>&& in, int block
   return out;
 }
 
+tkv::sampling::SamplerParams to_runtime(const SamplingParams& p) {
+  tkv::sampling::SamplerParams s;
+  s.temperature = p.temperature;
+  s.top_k = p.top_k;
+  s.top_p = p.top_p;
+  s.min_p = p.min_p;
+  s.repeat_penalty = p.repeat_penalty;
+  s.repeat_last_n = p.repeat_last_n;
+  s.frequency_penalty = p.frequency_penalty;
+  s.presence_penalty = p.presence_penalty;
+  s.seed = p.seed;
+  return s;
+}
+
 rt::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt) {
   rt::SeqRequest q;
   q.prompt = std::move(prompt);
-  q.sampling.temperature = r.sampling.temperature;
-  q.sampling.top_k = r.sampling.top_k;
-  q.sampling.top_p = r.sampling.top_p;
-  q.sampling.min_p = r.sampling.min_p;
-  q.sampling.repeat_penalty = r.sampling.repeat_penalty;
-  q.sampling.repeat_last_n = r.sampling.repeat_last_n;
-  q.sampling.frequency_penalty = r.sampling.frequency_penalty;
-  q.sampling.presence_penalty = r.sampling.presence_penalty;
-  q.sampling.seed = r.sampling.seed;
+  q.sampling = to_runtime(r.sampling);
   q.spec.kind = r.spec.kind == SpecKind::kNgram   ? rt::spec::Kind::kNgram
                 : r.spec.kind == SpecKind::kDraft ? rt::spec::Kind::kDraft
                                                   : rt::spec::Kind::kNone;
@@ -201,4 +208,8 @@ Event to_public(const rt::Event& e) {
 }
 
 }  // namespace detail
+Status validate(const SamplingParams& p) {
+  return tkv::sampling::validate(detail::to_runtime(p));
+}
+
 }  // namespace turbokv

@@ -12,6 +12,7 @@ namespace turbokv::detail {
 tkv::quant::KvScheme to_scheme(const KvConfig& c);
 tkv::runtime::LoopOptions to_runtime(const EngineConfig& c);
 // r's prompt (tokens, already resolved from messages) goes to `prompt`.
+tkv::sampling::SamplerParams to_runtime(const SamplingParams& p);
 tkv::runtime::SeqRequest to_runtime(const Request& r, std::vector<int32_t> prompt);
 FinishReason to_public(tkv::runtime::Finish f);
 Timings to_public(const tkv::runtime::Timings& t);

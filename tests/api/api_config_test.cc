@@ -1,5 +1,5 @@
 // The public API without a real model: KvConfig parsing (typed, one parser, the
-// CLI's error text) and the refusals Engine::create makes at start (a scheme
+// CLI's error text), the sampling check and the refusals Engine::create makes at start (a scheme
 // the model's head_dim cannot use, a KV budget below one context, bad sizes),
 // on tiny in-memory GGUFs (tests/model/tiny_gguf.h).
 #include <gtest/gtest.h>
@@ -111,6 +111,24 @@ TEST(EngineCreate, RefusesAStepBudgetBelowTheSequenceCount) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("step token budget 8"), std::string::npos)
       << e.status().message();
+}
+
+TEST(SamplingParams, ValidateNamesTheFieldAndItsRange) {
+  EXPECT_TRUE(validate(SamplingParams{}).ok());
+  const auto refused = [](SamplingParams p, const char* what) {
+    const Status st = validate(p);
+    ASSERT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  };
+  SamplingParams p;
+  p.top_p = 0;
+  refused(p, "top-p 0");
+  p = {};
+  p.temperature = -1;
+  refused(p, "temperature -1");
+  p = {};
+  p.presence_penalty = 3;
+  refused(p, "presence-penalty 3");
 }
 
 TEST(Device, ParsesTheTwoNamesOnly) {

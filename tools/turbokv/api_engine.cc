@@ -60,20 +60,6 @@ std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max
   return std::move(r).value();
 }
 
-turbokv::SamplingParams to_api(const sampling::SamplerParams& sp) {
-  turbokv::SamplingParams p;
-  p.temperature = sp.temperature;
-  p.top_k = sp.top_k;
-  p.top_p = sp.top_p;
-  p.min_p = sp.min_p;
-  p.repeat_penalty = sp.repeat_penalty;
-  p.repeat_last_n = sp.repeat_last_n;
-  p.frequency_penalty = sp.frequency_penalty;
-  p.presence_penalty = sp.presence_penalty;
-  p.seed = sp.seed;
-  return p;
-}
-
 void print_kv_summary(const turbokv::Engine& eng, const CommonOptions& o, int64_t n) {
   const turbokv::KvInfo kv = eng.kv_info();
   const size_t used = eng.kv_bytes_for_tokens(n);

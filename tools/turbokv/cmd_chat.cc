@@ -27,7 +27,7 @@ struct ChatArgs {
   CommonOptions common;
   std::string system;
   int n_predict = 512;
-  sampling::SamplerParams sp;
+  turbokv::SamplingParams sp;
   SpecFlags spec_flags;
   turbokv::SpecParams spec;
   // KV snapshots: the session's KV after every turn, the messages beside it
@@ -219,7 +219,7 @@ Status Chat::turn(const std::string& line) {
   }
   turbokv::Request r;
   r.prompt_tokens = ids;
-  r.sampling = to_api(a_.sp);
+  r.sampling = a_.sp;
   r.spec = a_.spec;
   r.max_tokens = a_.n_predict;
   r.save_session = a_.save_session;

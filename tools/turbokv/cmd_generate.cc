@@ -17,7 +17,7 @@ struct GenerateArgs {
   bool chat = false;
   std::string system;
   std::vector<std::string> stops;
-  sampling::SamplerParams sp;
+  turbokv::SamplingParams sp;
   SpecFlags spec_flags;
   turbokv::SpecParams spec;
   std::string save_session, load_session;  // KV snapshot files
@@ -95,7 +95,7 @@ static int run_generate(GenerateArgs& a) {
   }
   turbokv::Request r;
   r.prompt_tokens = ids.value();
-  r.sampling = to_api(a.sp);
+  r.sampling = a.sp;
   r.spec = a.spec;
   r.stop = a.stops;
   r.max_tokens = a.n_predict;

@@ -9,7 +9,6 @@
 #include <CLI/CLI.hpp>
 
 #include "base/status.h"
-#include "sampling/sampler.h"
 #include "turbokv/engine.h"
 
 namespace tkv::cli {
@@ -50,11 +49,10 @@ turbokv::EngineConfig engine_config(const CommonOptions& o, int max_seqs);
 // on_kv_events: EngineConfig::on_kv_events (serve --kv-events).
 std::unique_ptr<turbokv::Engine> make_api_engine(const CommonOptions& o, int max_seqs = 1,
                                                  turbokv::KvEventsCallback on_kv_events = {});
-turbokv::SamplingParams to_api(const sampling::SamplerParams& sp);
-void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp);
+void add_sampling_options(CLI::App* app, turbokv::SamplingParams& sp);
 // After parsing: validates the sampling ranges (printing the error), warns about
 // flags greedy decoding ignores, and draws + prints a random seed unless --seed.
-bool finish_sampling(CLI::App* sub, sampling::SamplerParams& sp);
+bool finish_sampling(CLI::App* sub, turbokv::SamplingParams& sp);
 
 // --spec none | ngram, --spec-max N, --draft-model PATH (refused: not yet).
 struct SpecFlags {

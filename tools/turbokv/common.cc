@@ -109,8 +109,8 @@ void add_prompt_cache_options(CLI::App* app, CommonOptions& o) {
           kv_validator("SIZE", [](const std::string& v) { return parse_byte_size(v).status(); }));
 }
 
-void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp) {
-  // Ranges are checked after parsing by sampling::validate (shared with the server).
+void add_sampling_options(CLI::App* app, turbokv::SamplingParams& sp) {
+  // Ranges are checked after parsing by turbokv::validate (the check submit runs).
   app->add_option("--temp", sp.temperature, "Temperature (0 = greedy)");
   app->add_option("--top-k", sp.top_k, "Top-k (0 = off)");
   app->add_option("--top-p", sp.top_p, "Top-p (1 = off)");
@@ -125,8 +125,8 @@ void add_sampling_options(CLI::App* app, sampling::SamplerParams& sp) {
   app->add_option("--seed", sp.seed, "RNG seed (default: random, printed)")->default_str("random");
 }
 
-bool finish_sampling(CLI::App* sub, sampling::SamplerParams& sp) {
-  if (const Status st = sampling::validate(sp); !st.ok()) {
+bool finish_sampling(CLI::App* sub, turbokv::SamplingParams& sp) {
+  if (const Status st = turbokv::validate(sp); !st.ok()) {
     std::fprintf(stderr, "error: %s\n", st.message().c_str());
     return false;
   }
