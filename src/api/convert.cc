@@ -208,6 +208,7 @@ Event to_public(const rt::Event& e) {
 }
 
 }  // namespace detail
+
 Status validate(const SamplingParams& p) {
   return tkv::sampling::validate(detail::to_runtime(p));
 }

@@ -96,8 +96,7 @@ class EngineLoop {
   const model::Model& model() const { return *model_; }
   const tok::Tokenizer& tokenizer() const { return *tok_; }
   const kv::KvCache& cache() const { return *cache_; }
-  // The --kv-quant scheme the cache was built with (auto resolved for this model).
-  // The cache's scheme at the model's head_dim (--kv-quant auto: the pick).
+  // The --kv-quant scheme the cache was built with, at the model's head_dim (auto: the pick).
   const quant::KvScheme& kv_scheme() const { return opts_.cache.scheme; }
   int64_t context() const { return opts_.context; }
   int64_t pool_tokens() const { return pool_tokens_; }
